@@ -1,0 +1,151 @@
+"""``Agent``: a model, instructions and an environment, and how sessions start.
+
+Building an agent reads its hooks' signatures (``plan_hooks``), so a wrong
+``Depends`` is an ``SdkError`` at construction.  Starting a session follows
+the lifecycle order: backend available, inputs validated, then (and only
+then) the sandbox is created and ``on_create`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
+from ._events import emit
+from ._inputs import SessionInput
+from ._lifecycle import open_sandbox, plan_hooks
+from ._model import Model, TurnResult
+from ._runtime import current_runtime
+from ._session import Session
+from ._turns import DEFAULT_MAX_TOOL_CALLS
+from .sandboxes.base import SandboxEnvironment
+from .sandboxes.none import NoSandbox
+
+
+class Agent:
+    """An agent: ``model`` (a name or a ``Model`` object) working in ``environment``."""
+
+    def __init__(
+        self,
+        *,
+        model: str | Model,
+        name: str = "default_agent",
+        instructions: str | None = None,
+        environment: SandboxEnvironment | None = None,
+        base_url: str | None = None,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    ) -> None:
+        if not isinstance(model, str) and not isinstance(model, Model):
+            raise SdkError(
+                f"Agent(model=...) takes a model name or an object with an async "
+                f"complete(messages, tools) method, got {model!r}"
+            )
+        if environment is None:
+            environment = NoSandbox()
+        if not isinstance(environment, SandboxEnvironment):
+            raise SdkError(
+                f"Agent(environment=...) takes a sandbox such as DangerousLocalSandbox(), "
+                f"got {environment!r}"
+            )
+        self.model = model
+        self.name = name
+        self.instructions = instructions
+        self.environment = environment
+        self.base_url = base_url
+        self.max_tool_calls = max_tool_calls
+        self.plan = plan_hooks(environment)
+        self._by_key: dict[str, tuple[Session, str]] = {}
+
+    def resolve_model(self) -> Model:
+        """The ``Model`` object turns use; a bare name needs a model client."""
+        if isinstance(self.model, str):
+            raise SdkError(
+                f"agent {self.name!r}: model {self.model!r} is a name, and this version has "
+                "no HTTP model client yet; pass an object implementing runner.Model"
+            )
+        return self.model
+
+    async def start_session(
+        self,
+        *,
+        session_inputs: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """Validate inputs, create the sandbox, run every ``on_create``; return the session.
+
+        With ``idempotency_key``, an open session started with the same key
+        and the same inputs is returned instead of a new one.
+        """
+        from ._dependencies import resolve_inputs
+
+        self.environment.check_available()
+        inputs = resolve_inputs(session_inputs, self.plan.dependencies)
+        fingerprint = _fingerprint(inputs)
+        if idempotency_key is not None:
+            existing = self._by_key.get(idempotency_key)
+            if existing is not None:
+                session, known = existing
+                if known != fingerprint:
+                    raise SessionIdempotencyConflictError(
+                        f"idempotency key {idempotency_key!r} belongs to session {session.id}, "
+                        "which was started with other session inputs"
+                    )
+                if session.status == "terminated":
+                    raise SessionTerminatedError(
+                        f"idempotency key {idempotency_key!r}: session {session.id} is closed"
+                    )
+                return session
+        session_id = f"sess_{uuid.uuid4().hex}"
+        ttl = self.environment.ttl_seconds
+        emit("session_starting", session_id=session_id, agent=self.name)
+        sandbox = await open_sandbox(
+            self.environment,
+            self.plan,
+            inputs,
+            session_id=session_id,
+            expires_at=time.time() + ttl if ttl else None,
+        )
+        session = Session(
+            agent=self,
+            session_id=session_id,
+            sandbox=sandbox,
+            plan=self.plan,
+            inputs=inputs,
+            ttl_seconds=ttl,
+        )
+        if idempotency_key is not None:
+            self._by_key[idempotency_key] = (session, fingerprint)
+        runtime = current_runtime()
+        if runtime is not None:
+            runtime.adopt(session)
+        emit("session_started", session_id=session_id, agent=self.name)
+        return session
+
+    async def run(
+        self,
+        message: str,
+        *,
+        session_inputs: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        """Run one turn.  Without a key the session is closed after the turn;
+        with one it stays open and the next call with that key continues it."""
+        self.resolve_model()  # a model that cannot run fails before any sandbox exists
+        session = await self.start_session(
+            session_inputs=session_inputs, idempotency_key=idempotency_key
+        )
+        if idempotency_key is not None:
+            return await session.run(message)
+        async with session:
+            return await session.run(message)
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model!r}, environment={self.environment!r})"
+
+
+def _fingerprint(inputs: Mapping[str, SessionInput]) -> str:
+    return json.dumps({k: v.to_dict() for k, v in sorted(inputs.items())}, sort_keys=True)

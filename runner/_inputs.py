@@ -1,0 +1,219 @@
+"""Session inputs: typed values a session is started with.
+
+A :class:`SessionInput` subclass declares its fields with annotations, the way
+a dataclass does.  From those annotations we derive a JSON Schema once, at
+class creation, and validate every instance with ``jsonschema``: the same
+engine that validates inputs declared in YAML, so Python and YAML inputs obey
+one set of rules.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Union
+
+from ._errors import SdkError, SessionInputError
+
+_MISSING = object()
+
+_SCALARS: dict[type, dict[str, Any]] = {
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+}
+
+
+def annotation_schema(annotation: Any, *, where: str) -> dict[str, Any]:
+    """The JSON Schema of one field annotation; an unsupported type is an SdkError."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return annotation_schema(args[0], where=where)
+    if annotation in _SCALARS:
+        return dict(_SCALARS[annotation])
+    if annotation is type(None):
+        return {"type": "null"}
+    if annotation is Any:
+        return {}
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [annotation_schema(arg, where=where) for arg in args]}
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple):
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            args = args[:1]
+        if origin is tuple and args and args[-1] is not Ellipsis and len(args) > 1:
+            return {
+                "type": "array",
+                "prefixItems": [annotation_schema(a, where=where) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
+        schema: dict[str, Any] = {"type": "array"}
+        if args:
+            schema["items"] = annotation_schema(args[0], where=where)
+        return schema
+    if origin is dict or annotation is dict:
+        schema = {"type": "object"}
+        if args:
+            if args[0] is not str:
+                raise SdkError(f"{where}: dict keys must be str, got {args[0]!r}")
+            schema["additionalProperties"] = annotation_schema(args[1], where=where)
+        return schema
+    raise SdkError(
+        f"{where}: unsupported type {annotation!r}; use str, int, float, bool, "
+        "list, dict[str, ...], Literal, Optional or a union of those"
+    )
+
+
+def _validate(schema: dict[str, Any], value: Any, *, input_id: str, consumer: str | None) -> None:
+    """Raise SessionInputError with the best jsonschema error, or return."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return
+    location = ".".join(str(p) for p in error.absolute_path)
+    field = f" field {location!r}" if location else ""
+    who = f"{consumer}: " if consumer else ""
+    raise SessionInputError(
+        f"{who}session input {input_id!r}{field} is invalid: {error.message}",
+        input_id=input_id,
+    )
+
+
+class SessionInput:
+    """Base class of typed session inputs.
+
+    Subclass it with an ``input_id`` class variable and annotated fields::
+
+        class RepositoryContext(SessionInput):
+            input_id = "acme.repository"
+            repository: str
+            revision: str = "main"
+
+    Instances are validated against :meth:`json_schema` when constructed and
+    are read-only afterwards.  Two classes may share an ``input_id`` (a module
+    reloaded, a YAML file loaded twice); an *agent* whose hooks need two
+    different classes with one ``input_id`` is refused when it is built.
+    """
+
+    input_id: ClassVar[str]
+    __schema__: ClassVar[dict[str, Any]]
+    __field_names__: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        input_id = cls.__dict__.get("input_id", getattr(cls, "input_id", None))
+        if not isinstance(input_id, str) or not input_id.strip():
+            raise SdkError(
+                f"SessionInput {cls.__qualname__} needs a class variable "
+                "input_id = '<namespace>.<name>' (a non-empty string)"
+            )
+        try:
+            hints = typing.get_type_hints(cls, include_extras=True)
+        except NameError as exc:
+            raise SdkError(
+                f"SessionInput {cls.__qualname__}: cannot resolve a type: {exc}"
+            ) from exc
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for name, annotation in hints.items():
+            if name.startswith("_") or typing.get_origin(annotation) is ClassVar:
+                continue
+            if annotation is ClassVar or name == "input_id":
+                continue
+            field_schema = annotation_schema(annotation, where=f"{cls.__qualname__}.{name}")
+            default = getattr(cls, name, _MISSING)
+            if default is _MISSING:
+                required.append(name)
+            else:
+                try:
+                    json.dumps(default)
+                except TypeError as exc:
+                    raise SdkError(
+                        f"{cls.__qualname__}.{name}: the default must be JSON data, got {default!r}"
+                    ) from exc
+                field_schema["default"] = copy.deepcopy(default)
+            properties[name] = field_schema
+        cls.__field_names__ = tuple(properties)
+        cls.__schema__ = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": input_id,
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema every value of this input must satisfy (a copy)."""
+        return copy.deepcopy(cls.__schema__)
+
+    @classmethod
+    def from_value(cls, value: Any, *, consumer: str | None = None) -> SessionInput:
+        """Build an instance from an instance or a mapping, validating it.
+
+        ``consumer`` names who needs the input, so the error says so.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, SessionInput):
+            if value.input_id != cls.input_id:
+                raise SessionInputError(
+                    f"{consumer + ': ' if consumer else ''}expected session input "
+                    f"{cls.input_id!r}, got {type(value).__qualname__} with input_id "
+                    f"{value.input_id!r}",
+                    input_id=cls.input_id,
+                )
+            value = value.to_dict()
+        if not isinstance(value, Mapping):
+            raise SessionInputError(
+                f"{consumer + ': ' if consumer else ''}session input {cls.input_id!r} must be "
+                f"a {cls.__qualname__} or a mapping, got {type(value).__name__}",
+                input_id=cls.input_id,
+            )
+        return cls._build(dict(value), consumer=consumer)
+
+    @classmethod
+    def _build(cls, data: dict[str, Any], *, consumer: str | None) -> SessionInput:
+        _validate(cls.__schema__, data, input_id=cls.input_id, consumer=consumer)
+        self = object.__new__(cls)
+        for name in cls.__field_names__:
+            if name in data:
+                value = copy.deepcopy(data[name])
+            else:
+                value = copy.deepcopy(cls.__schema__["properties"][name]["default"])
+            object.__setattr__(self, name, value)
+        return self
+
+    def __init__(self, **fields: Any) -> None:
+        built = type(self)._build(fields, consumer=None)
+        for name in self.__field_names__:
+            object.__setattr__(self, name, getattr(built, name))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The field values as plain JSON data (a deep copy)."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in self.__field_names__}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__qualname__} is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionInput):
+            return NotImplemented
+        return self.input_id == other.input_id and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.input_id, json.dumps(self.to_dict(), sort_keys=True)))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"{type(self).__qualname__}({fields})"

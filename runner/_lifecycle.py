@@ -1,0 +1,193 @@
+"""The sandbox lifecycle: the one implementation every hook runs through.
+
+Python-class hooks and hooks compiled from YAML both end up here.  The rules
+(DESIGN section 4), in the order they happen:
+
+1. Inputs first: ``plan_hooks`` reads every hook's ``Depends`` when the agent
+   is built; ``resolve_inputs`` validates the session's values before any
+   sandbox exists.
+2. Create the sandbox (the backend leaves nothing behind if that fails).
+3. ``on_create`` of each hook in list order, each with a fresh context.
+4. If an ``on_create`` raises: later hooks do not run, the hooks that
+   completed get ``on_destroy`` in reverse order (errors logged), the sandbox
+   is deleted, and the hook's own exception propagates.
+5. Close: ``on_destroy`` of every hook in reverse order, each exactly once,
+   errors logged and skipped past; then the sandbox is deleted, always.
+   Cleanup is shielded from cancellation, so Ctrl-C or a cancelled task still
+   runs it to the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+
+from ._dependencies import Dependency, check_unique_input_ids, method_dependencies
+from ._events import emit
+from ._hooks import SandboxCallbackContext, SandboxHook
+from ._inputs import SessionInput
+from .sandboxes.base import Sandbox, SandboxEnvironment
+
+logger = logging.getLogger("runner")
+
+HookPoint = Literal["on_create", "on_destroy"]
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """A hook and the session inputs each of its two points needs."""
+
+    hook: SandboxHook
+    dependencies: Mapping[HookPoint, tuple[Dependency, ...]]
+
+    @property
+    def name(self) -> str:
+        return self.hook.display_name
+
+
+@dataclass(frozen=True)
+class LifecyclePlan:
+    """Everything known about an environment's hooks before any session starts."""
+
+    hooks: tuple[HookPlan, ...]
+    input_classes: Mapping[str, type[SessionInput]]
+
+    @property
+    def dependencies(self) -> list[Dependency]:
+        return [d for plan in self.hooks for point in plan.dependencies.values() for d in point]
+
+
+def plan_hooks(environment: SandboxEnvironment) -> LifecyclePlan:
+    """Read the hooks' signatures once; a wrong one is an ``SdkError`` now, not mid-session."""
+    plans = []
+    if environment.creates_sandbox:
+        for hook in environment.hooks:
+            dependencies: dict[HookPoint, tuple[Dependency, ...]] = {}
+            for point in ("on_create", "on_destroy"):
+                consumer = f"sandbox hook {hook.display_name}.{point}"
+                method = getattr(hook, point)
+                dependencies[point] = tuple(method_dependencies(method, consumer=consumer))
+            plans.append(HookPlan(hook, dependencies))
+    lifecycle = LifecyclePlan(tuple(plans), {})
+    input_classes = check_unique_input_ids(lifecycle.dependencies)
+    return LifecyclePlan(lifecycle.hooks, input_classes)
+
+
+async def _call_hook(
+    plan: HookPlan,
+    point: HookPoint,
+    sandbox: Sandbox,
+    inputs: Mapping[str, SessionInput],
+) -> None:
+    ctx = SandboxCallbackContext(sandbox=sandbox, session_id=sandbox.session_id)
+    kwargs: dict[str, Any] = {d.parameter: inputs[d.input_id] for d in plan.dependencies[point]}
+    emit("hook_started", session_id=sandbox.session_id, hook=plan.name, point=point)
+    started = time.perf_counter()
+    try:
+        await getattr(plan.hook, point)(ctx, **kwargs)
+    except BaseException as exc:
+        emit(
+            "hook_failed",
+            session_id=sandbox.session_id,
+            hook=plan.name,
+            point=point,
+            duration_seconds=time.perf_counter() - started,
+            error_type=type(exc).__name__,
+            error=str(exc),
+        )
+        raise
+    emit(
+        "hook_finished",
+        session_id=sandbox.session_id,
+        hook=plan.name,
+        point=point,
+        duration_seconds=time.perf_counter() - started,
+    )
+
+
+async def _destroy_all(
+    plans: Iterable[HookPlan],
+    sandbox: Sandbox,
+    inputs: Mapping[str, SessionInput],
+) -> None:
+    """``on_destroy`` of each plan in the order given; log failures and go on."""
+    for plan in plans:
+        try:
+            await _call_hook(plan, "on_destroy", sandbox, inputs)
+        except Exception as exc:
+            logger.error(
+                "sandbox hook %s.on_destroy failed (session %s): %s: %s",
+                plan.name,
+                sandbox.session_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
+
+
+async def _delete(sandbox: Sandbox) -> None:
+    emit("sandbox_deleting", session_id=sandbox.session_id)
+    await sandbox.delete()
+    emit("sandbox_deleted", session_id=sandbox.session_id)
+
+
+async def open_sandbox(
+    environment: SandboxEnvironment,
+    plan: LifecyclePlan,
+    inputs: Mapping[str, SessionInput],
+    *,
+    session_id: str,
+    expires_at: float | None,
+) -> Sandbox | None:
+    """Create the sandbox and run every ``on_create``; unwind completely on failure."""
+    if not environment.creates_sandbox:
+        return None
+    emit("sandbox_creating", session_id=session_id, backend=environment.backend)
+    started = time.perf_counter()
+    sandbox = await environment.create(session_id=session_id, expires_at=expires_at)
+    emit(
+        "sandbox_created",
+        session_id=session_id,
+        backend=environment.backend,
+        duration_seconds=time.perf_counter() - started,
+    )
+    completed: list[HookPlan] = []
+    try:
+        for hook_plan in plan.hooks:
+            await _call_hook(hook_plan, "on_create", sandbox, inputs)
+            completed.append(hook_plan)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            try:
+                await _destroy_all(reversed(completed), sandbox, inputs)
+            finally:
+                try:
+                    await _delete(sandbox)
+                except Exception as exc:
+                    logger.error(
+                        "deleting the sandbox of session %s failed: %s: %s",
+                        session_id,
+                        type(exc).__name__,
+                        exc,
+                        exc_info=exc,
+                    )
+        raise
+    return sandbox
+
+
+async def close_sandbox(
+    sandbox: Sandbox,
+    plan: LifecyclePlan,
+    inputs: Mapping[str, SessionInput],
+) -> None:
+    """Run every ``on_destroy`` in reverse, then delete the sandbox, whatever happens."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await _destroy_all(reversed(plan.hooks), sandbox, inputs)
+        finally:
+            await _delete(sandbox)

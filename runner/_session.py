@@ -1,0 +1,155 @@
+"""Sessions: one sandbox, its hooks' lifecycle, and a conversation.
+
+A session is opened by ``Agent.start_session`` and closed exactly once, by
+whichever comes first: ``cancel()``, leaving ``async with session``, leaving
+``local_runtime()``, the end of a one-shot ``Agent.run``, or its sandbox's
+``ttl_seconds``.  Closing runs the lifecycle's close (every ``on_destroy``,
+then delete); closing again is a no-op.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+from ._errors import SessionTerminatedError
+from ._events import emit
+from ._inputs import SessionInput
+from ._lifecycle import LifecyclePlan, close_sandbox
+from ._model import Message, Model, TurnResult
+from ._turns import run_turn
+from .sandboxes.base import Sandbox
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+SessionStatus = Literal["running", "waiting", "terminated"]
+
+
+class Session:
+    """A started session.  Use ``async with`` (or ``cancel()``) so it always closes."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        session_id: str,
+        sandbox: Sandbox | None,
+        plan: LifecyclePlan,
+        inputs: Mapping[str, SessionInput],
+        ttl_seconds: float | None,
+    ) -> None:
+        self.agent = agent
+        self.id = session_id
+        self.sandbox = sandbox
+        self.inputs = dict(inputs)
+        self._plan = plan
+        self._status: SessionStatus = "waiting"
+        self._conversation: list[Message] = []
+        if agent.instructions:
+            self._conversation.append({"role": "system", "content": agent.instructions})
+        self._turn_lock = anyio.Lock()
+        self._turn_scope: anyio.CancelScope | None = None
+        self._close_lock = anyio.Lock()
+        self._closed_because: str | None = None
+        self.ttl_seconds = ttl_seconds
+        self.deadline = anyio.current_time() + ttl_seconds if ttl_seconds else None
+
+    @property
+    def status(self) -> SessionStatus:
+        """``"running"`` during a turn, ``"waiting"`` between turns, then ``"terminated"``."""
+        return self._status
+
+    @property
+    def expired(self) -> bool:
+        return self.deadline is not None and anyio.current_time() >= self.deadline
+
+    async def run(self, message: str) -> TurnResult:
+        """Run one turn: the message goes to the model, which may use the sandbox's tools."""
+        await self._close_if_expired()
+        if self._status == "terminated":
+            raise SessionTerminatedError(f"session {self.id} is closed ({self._closed_because})")
+        model = self.agent.resolve_model()
+        async with self._turn_lock:
+            if self._status == "terminated":
+                raise SessionTerminatedError(
+                    f"session {self.id} is closed ({self._closed_because})"
+                )
+            self._status = "running"
+            self._conversation.append({"role": "user", "content": message})
+            result: TurnResult | None = None
+            try:
+                with anyio.CancelScope() as self._turn_scope:
+                    result = await self._turn(model)
+            finally:
+                self._turn_scope = None
+                if self._status == "running":
+                    self._status = "waiting"
+            if result is None:
+                raise SessionTerminatedError(
+                    f"session {self.id} was closed during the turn ({self._closed_because})"
+                )
+            return result
+
+    async def _turn(self, model: Model) -> TurnResult:
+        emit("turn_started", session_id=self.id)
+        started = time.perf_counter()
+        result = await run_turn(
+            model,
+            self._conversation,
+            self.sandbox,
+            max_tool_calls=self.agent.max_tool_calls,
+        )
+        emit(
+            "turn_finished",
+            session_id=self.id,
+            status=type(result).__name__.lower(),
+            duration_seconds=time.perf_counter() - started,
+        )
+        return result
+
+    async def cancel(self) -> None:
+        """Close the session: every ``on_destroy`` in reverse order, then delete the sandbox."""
+        await self.close(reason="cancelled")
+
+    async def close(self, *, reason: str = "closed") -> None:
+        """Close once; later calls return at once.  Cleanup survives cancellation."""
+        if self._status == "terminated":
+            return
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            async with self._close_lock:
+                if self._status == "terminated":
+                    return
+                self._status = "terminated"
+                self._closed_because = reason
+                emit("session_closing", session_id=self.id, reason=reason)
+                try:
+                    if self.sandbox is not None:
+                        await close_sandbox(self.sandbox, self._plan, self.inputs)
+                finally:
+                    emit("session_closed", session_id=self.id, reason=reason)
+
+    async def _close_if_expired(self) -> None:
+        if self._status != "terminated" and self.expired:
+            await self.close(reason=f"ttl_seconds={self.ttl_seconds:g} expired")
+
+    async def wait_for_expiry(self) -> None:
+        """Sleep until the TTL and close the session then (used by ``local_runtime``)."""
+        if self.deadline is None:
+            return
+        await anyio.sleep_until(self.deadline)
+        await self._close_if_expired()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close(reason="left async with")
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} {self._status}>"

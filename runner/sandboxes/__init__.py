@@ -1,0 +1,1 @@
+"""Sandbox backends: one module each, all implementing ``sandboxes.base``."""

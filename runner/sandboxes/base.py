@@ -1,0 +1,143 @@
+"""The interface every sandbox backend implements.
+
+Two objects per backend, as in the seed documents: the *environment* the user
+constructs once and hands to an ``Agent`` (options and hooks, no resources),
+and the live :class:`Sandbox` one session gets from ``environment.create()``.
+The lifecycle code talks only to these two classes, so it never knows which
+backend it drives; backends know nothing of sessions, YAML or the CLI.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._hooks import SandboxHook
+
+#: Exit status of a command killed because it outlived its timeout (as GNU timeout).
+TIMEOUT_EXIT_CODE = 124
+
+
+@dataclass(frozen=True)
+class SandboxExecutionResult:
+    """What one ``execute()`` produced.  A non-zero exit is data, not an exception."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def check_timeout(value: float | None, *, name: str) -> float | None:
+    """Reject zero, negative, NaN and infinite timeouts with a clear message."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """Environment variables must be str to str, and names must be shell-safe."""
+    checked: dict[str, str] = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ValueError(f"environment variable name {key!r} is not valid")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"environment variable {key}: the value must be a str without NUL")
+        checked[key] = value
+    return checked
+
+
+class Sandbox(abc.ABC):
+    """A live sandbox owned by one session: run commands, read and write files.
+
+    Relative paths are workspace paths; ``execute`` runs ``command`` with the
+    sandbox's shell in the workspace and never raises for a non-zero exit.
+    """
+
+    session_id: str
+    workspace: str
+    default_exec_timeout_seconds: float
+
+    @abc.abstractmethod
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> SandboxExecutionResult:
+        """Run ``command`` in the sandbox's shell; kill it at the timeout (exit 124)."""
+
+    @abc.abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of a sandbox file; ``FileNotFoundError`` if it does not exist."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        """Create or replace a sandbox file (parents are created); str is UTF-8."""
+
+    @abc.abstractmethod
+    async def delete(self) -> None:
+        """Remove the sandbox and everything in it.  Safe to call twice."""
+
+
+class SandboxEnvironment(abc.ABC):
+    """Options and hooks for the sandboxes an agent's sessions get.
+
+    ``creates_sandbox`` is False only for ``NoSandbox``: then the lifecycle
+    neither creates anything nor runs hooks.
+    """
+
+    creates_sandbox: bool = True
+    backend: str = ""
+
+    def __init__(
+        self,
+        *,
+        hooks: Sequence[SandboxHook] = (),
+        default_exec_timeout_seconds: float = 30,
+        ttl_seconds: float | None = None,
+    ) -> None:
+        from .._hooks import SandboxHook
+
+        hook_list = tuple(hooks)
+        for hook in hook_list:
+            if not isinstance(hook, SandboxHook):
+                raise TypeError(
+                    f"hooks= takes SandboxHook instances, got {hook!r}"
+                    + (" (a class: add parentheses)" if isinstance(hook, type) else "")
+                )
+        self.hooks: tuple[SandboxHook, ...] = hook_list
+        self.default_exec_timeout_seconds = check_timeout(
+            default_exec_timeout_seconds, name="default_exec_timeout_seconds"
+        )
+        self.ttl_seconds = check_timeout(ttl_seconds, name="ttl_seconds")
+
+    def check_available(self) -> None:
+        """Raise (e.g. ``MissingExtraError``) if this backend cannot run here at all.
+
+        Cheap and local: called before inputs are resolved and before anything
+        is created.
+        """
+
+    @abc.abstractmethod
+    async def create(self, *, session_id: str, expires_at: float | None) -> Sandbox:
+        """Create one ready sandbox; on failure leave nothing behind and raise."""
+
+    def __repr__(self) -> str:
+        hooks = ", ".join(type(h).__name__ for h in self.hooks)
+        return f"{type(self).__name__}(hooks=[{hooks}])"

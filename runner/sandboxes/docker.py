@@ -1,0 +1,515 @@
+"""``LocalDockerSandbox``: one Docker container per session, through the docker SDK.
+
+Hardened by default: no network (``Network.none()`` is ``network_mode="none"``),
+``no-new-privileges``, a few capabilities dropped, a pids limit, a memory
+cap, and ``init=True`` so zombies are reaped.  Every container carries labels
+(session id, expiry, owner process) so :func:`collect_garbage` (``runner gc``)
+can remove what a crashed process left behind.
+
+Commands run through ``docker exec`` under GNU ``timeout`` inside the
+container: the Engine API has no way to kill an exec, so the kill has to come
+from inside.  ``timeout`` makes itself a process-group leader and signals the
+whole group, so a command's children die with it.
+
+The docker SDK is blocking; every call runs in a worker thread, through a
+``CapacityLimiter`` sized to the client's connection pool so concurrent
+sessions queue for a connection instead of failing.  ``import docker``
+happens on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import posixpath
+import socket
+import tarfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from .._errors import SandboxSetupError, SandboxUnavailableError
+from .._network import Network
+from .base import (
+    TIMEOUT_EXIT_CODE,
+    Sandbox,
+    SandboxEnvironment,
+    SandboxExecutionResult,
+    check_env,
+    check_timeout,
+)
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+    from .._hooks import SandboxHook
+
+T = TypeVar("T")
+
+DEFAULT_IMAGE = "python:3.12-bookworm"
+IMAGE_VARIABLE = "RUNNER_DOCKER_IMAGE"
+WORKSPACE = "/workspace"
+LABEL = "sandbox-runner"
+LABEL_SESSION = "sandbox-runner.session-id"
+LABEL_EXPIRES = "sandbox-runner.expires-at"
+LABEL_OWNER_HOST = "sandbox-runner.owner-host"
+LABEL_OWNER_PID = "sandbox-runner.owner-pid"
+LABEL_OWNER_START = "sandbox-runner.owner-start"
+#: Capabilities a sandbox never needs; the rest of Docker's default set stays
+#: so package managers and git work as root inside the container.
+DROPPED_CAPABILITIES = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP")
+#: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
+KILL_GRACE_SECONDS = 2
+_POOL_SIZE = 10  # docker-py's default connection pool per client
+
+START_DOCKER_HINT = (
+    "start the engine (for example 'sudo dockerd --bridge=none --iptables=false &' or "
+    "'sudo systemctl start docker'), or point DOCKER_HOST at a running one"
+)
+
+
+class DockerClient:
+    """A docker SDK client plus the limiter that keeps calls within its pool.
+
+    Created lazily, once per environment, so building an agent costs nothing
+    and a machine without Docker fails only when a session starts.
+    """
+
+    def __init__(self, base_url: str | None = None) -> None:
+        self.base_url = base_url
+        self._client: docker.DockerClient | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def _connect(self) -> docker.DockerClient:
+        if self._client is None:
+            import docker
+            from docker.errors import DockerException
+
+            try:
+                if self.base_url:
+                    client = docker.DockerClient(
+                        base_url=self.base_url, timeout=None, max_pool_size=_POOL_SIZE
+                    )
+                else:
+                    client = docker.from_env(timeout=None, max_pool_size=_POOL_SIZE)
+                client.ping()
+            except DockerException as exc:
+                where = self.base_url or os.environ.get("DOCKER_HOST") or "the default socket"
+                raise SandboxUnavailableError(
+                    f"the Docker engine is not reachable at {where} ({exc}); {START_DOCKER_HINT}"
+                ) from exc
+            self._client = client
+        return self._client
+
+    async def call(
+        self, function: Callable[..., T], *args: Any, abandon_on_cancel: bool = False
+    ) -> T:
+        """Run ``function(client, *args)`` in a worker thread within the pool's limit."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(_POOL_SIZE)
+        if self._client is None:
+            await anyio.to_thread.run_sync(self._connect, limiter=self._limiter)
+        client = self._client
+        assert client is not None
+        return await anyio.to_thread.run_sync(
+            partial(function, client, *args),
+            limiter=self._limiter,
+            abandon_on_cancel=abandon_on_cancel,
+        )
+
+
+class LocalDockerSandbox(SandboxEnvironment):
+    """Each session gets its own container, with the workspace at ``/workspace``.
+
+    ``image`` defaults to ``$RUNNER_DOCKER_IMAGE``, else ``python:3.12-bookworm``.
+    ``ttl_seconds`` (one day by default) is also the container's own lifetime:
+    its main process is ``sleep <ttl>``, so even a container whose runner died
+    stops by itself.
+    """
+
+    backend = "docker"
+
+    def __init__(
+        self,
+        *,
+        image: str | None = None,
+        hooks: Sequence[SandboxHook] = (),
+        default_exec_timeout_seconds: float = 30,
+        ttl_seconds: float | None = 86400,
+        network: Network | None = None,
+        setup_script: str | None = None,
+        setup_script_timeout_seconds: float = 300,
+        memory: str | None = "2g",
+        cpus: float | None = None,
+        pids_limit: int = 512,
+        shell: str | None = None,
+        env: Mapping[str, str] | None = None,
+        docker_host: str | None = None,
+    ) -> None:
+        super().__init__(
+            hooks=hooks,
+            default_exec_timeout_seconds=default_exec_timeout_seconds,
+            ttl_seconds=ttl_seconds,
+        )
+        self.image = image or os.environ.get(IMAGE_VARIABLE) or DEFAULT_IMAGE
+        self.network = network or Network.none()
+        if not isinstance(self.network, Network):
+            raise TypeError(f"network= takes a Network, got {network!r}")
+        if self.network.mode == "allow":
+            raise ValueError(
+                f"LocalDockerSandbox cannot enforce {self.network}: Docker has no per-host "
+                "egress filter; use Network.none() (the default) or Network.all()"
+            )
+        self.setup_script = setup_script
+        self.setup_script_timeout_seconds = check_timeout(
+            setup_script_timeout_seconds, name="setup_script_timeout_seconds"
+        )
+        self.memory = memory
+        if cpus is not None and (isinstance(cpus, bool) or not cpus > 0):
+            raise ValueError(f"cpus must be a positive number, got {cpus!r}")
+        self.cpus = cpus
+        if isinstance(pids_limit, bool) or not isinstance(pids_limit, int) or pids_limit < 16:
+            raise ValueError(f"pids_limit must be an int of at least 16, got {pids_limit!r}")
+        self.pids_limit = pids_limit
+        self.shell = shell
+        self.env = check_env(env)
+        self.client = DockerClient(docker_host)
+        self._swept = False
+
+    def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
+        """The keyword arguments of ``containers.create`` for one session."""
+        labels = {
+            LABEL: "1",
+            LABEL_SESSION: session_id,
+            LABEL_OWNER_HOST: socket.gethostname(),
+            LABEL_OWNER_PID: str(os.getpid()),
+            LABEL_OWNER_START: process_start_time(os.getpid()) or "",
+        }
+        lifetime = "infinity"
+        if expires_at is not None:
+            labels[LABEL_EXPIRES] = str(int(expires_at))
+            lifetime = str(max(1, int(expires_at - time.time()) + 1))
+        options: dict[str, Any] = {
+            "image": self.image,
+            "command": ["sleep", lifetime],
+            "working_dir": WORKSPACE,
+            "labels": labels,
+            "environment": self.env,
+            "init": True,
+            "security_opt": ["no-new-privileges"],
+            "cap_drop": list(DROPPED_CAPABILITIES),
+            "pids_limit": self.pids_limit,
+            "detach": True,
+        }
+        if self.network.mode == "none":
+            options["network_mode"] = "none"
+        if self.memory:
+            options["mem_limit"] = self.memory
+        if self.cpus:
+            options["nano_cpus"] = int(self.cpus * 1e9)
+        return options
+
+    async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
+        if not self._swept:
+            self._swept = True
+            await self.client.call(collect_garbage)
+        await self.client.call(_ensure_image, self.image)
+        options = self.container_options(session_id=session_id, expires_at=expires_at)
+        container = await self.client.call(_create_and_start, options)
+        sandbox = DockerSandbox(
+            client=self.client,
+            container=container,
+            session_id=session_id,
+            shell=self.shell or "sh",
+            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+        )
+        try:
+            await sandbox.prepare(detect_shell=self.shell is None)
+            if self.setup_script:
+                result = await sandbox.execute(
+                    self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
+                )
+                if result.exit_code != 0:
+                    reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
+                    raise SandboxSetupError(
+                        f"setup_script {reason} in image {self.image!r}: "
+                        f"{result.stderr.strip()[-2000:] or '(no stderr)'}",
+                        exit_code=result.exit_code,
+                        stderr=result.stderr,
+                    )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await sandbox.delete()
+            raise
+        return sandbox
+
+    def __repr__(self) -> str:
+        hooks = ", ".join(type(h).__name__ for h in self.hooks)
+        return f"LocalDockerSandbox(image={self.image!r}, network={self.network}, hooks=[{hooks}])"
+
+
+class DockerSandbox(Sandbox):
+    """One session's live container."""
+
+    def __init__(
+        self,
+        *,
+        client: DockerClient,
+        container: Container,
+        session_id: str,
+        shell: str,
+        default_exec_timeout_seconds: float,
+    ) -> None:
+        self.client = client
+        self.container = container
+        self.session_id = session_id
+        self.workspace = WORKSPACE
+        self.shell = shell
+        self.default_exec_timeout_seconds = default_exec_timeout_seconds
+        self._deleted = False
+
+    @property
+    def container_id(self) -> str:
+        return self.container.id
+
+    async def prepare(self, *, detect_shell: bool) -> None:
+        """Find the shell and check the image has what ``execute`` relies on."""
+        probe = "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
+        output = await self.client.call(_probe, self.container_id, probe)
+        if "missing-timeout" in output:
+            raise SandboxUnavailableError(
+                f"image {self.container.image.tags or self.container.attrs['Image']!r} has no "
+                "'timeout' command (GNU coreutils or busybox); the sandbox needs it to enforce "
+                "command timeouts"
+            )
+        if detect_shell and output.strip():
+            self.shell = "bash"
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(WORKSPACE, path))
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> SandboxExecutionResult:
+        timeout = check_timeout(timeout_seconds, name="timeout_seconds")
+        timeout = timeout or self.default_exec_timeout_seconds
+        argv = [
+            "timeout",
+            "-k",
+            str(KILL_GRACE_SECONDS),
+            f"{timeout:g}",
+            self.shell,
+            "-c",
+            command,
+        ]
+        workdir = self._path(cwd) if cwd else WORKSPACE
+        started = time.perf_counter()
+        exit_code, stdout, stderr = await self.client.call(
+            _exec, self.container_id, argv, check_env(env), workdir, abandon_on_cancel=True
+        )
+        duration = time.perf_counter() - started
+        timed_out = exit_code in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout
+        return SandboxExecutionResult(
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
+            stdout=stdout.decode("utf-8", errors="replace"),
+            stderr=stderr.decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            duration_seconds=duration,
+        )
+
+    async def read_file(self, path: str) -> bytes:
+        return await self.client.call(_read_file, self.container_id, self._path(path))
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        await self.client.call(_write_file, self.container_id, self._path(path), payload)
+
+    async def delete(self) -> None:
+        if self._deleted:
+            return
+        await self.client.call(_remove_container, self.container_id)
+        self._deleted = True
+
+
+# --- blocking helpers, run in worker threads --------------------------------
+
+
+def _ensure_image(client: docker.DockerClient, image: str) -> None:
+    from docker.errors import DockerException, ImageNotFound
+
+    try:
+        client.images.get(image)
+        return
+    except ImageNotFound:
+        pass
+    try:
+        client.images.pull(image)
+    except DockerException as exc:
+        raise SandboxUnavailableError(
+            f"Docker image {image!r} is not on this machine and could not be pulled "
+            f"({_short(exc)}); build or load it, or set {IMAGE_VARIABLE} (or image=) "
+            "to an image listed by 'docker images'"
+        ) from exc
+
+
+def _create_and_start(client: docker.DockerClient, options: dict[str, Any]) -> Container:
+    from docker.errors import DockerException
+
+    options = dict(options)
+    options.pop("detach", None)
+    try:
+        container = client.containers.create(**options)
+    except DockerException as exc:
+        raise SandboxUnavailableError(
+            f"could not create a container from {options['image']!r}: {_short(exc)}"
+        ) from exc
+    try:
+        container.start()
+    except BaseException as exc:
+        container.remove(force=True)
+        if isinstance(exc, DockerException):
+            raise SandboxUnavailableError(
+                f"could not start a container from {options['image']!r}: {_short(exc)}"
+            ) from exc
+        raise
+    return container
+
+
+def _probe(client: docker.DockerClient, container_id: str, script: str) -> str:
+    _exit_code, stdout, _ = _exec(client, container_id, ["sh", "-c", script], {}, WORKSPACE)
+    return stdout.decode("utf-8", errors="replace")
+
+
+def _exec(
+    client: docker.DockerClient,
+    container_id: str,
+    argv: list[str],
+    env: dict[str, str],
+    workdir: str,
+) -> tuple[int, bytes, bytes]:
+    api = client.api
+    exec_id = api.exec_create(
+        container_id, argv, stdout=True, stderr=True, environment=env or None, workdir=workdir
+    )["Id"]
+    stdout, stderr = api.exec_start(exec_id, demux=True)
+    exit_code = api.exec_inspect(exec_id)["ExitCode"]
+    return (exit_code if exit_code is not None else -1), stdout or b"", stderr or b""
+
+
+def _read_file(client: docker.DockerClient, container_id: str, path: str) -> bytes:
+    from docker.errors import NotFound
+
+    for _ in range(16):  # follow at most this many symbolic links
+        try:
+            chunks, _stat = client.api.get_archive(container_id, path)
+            archive = b"".join(chunks)
+        except NotFound:
+            raise FileNotFoundError(2, "No such file in the sandbox", path) from None
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+            member = tar.next()
+            if member is None:
+                raise FileNotFoundError(2, "No such file in the sandbox", path)
+            if member.isdir():
+                raise IsADirectoryError(21, "Is a directory", path)
+            if member.issym():
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+                continue
+            extracted = tar.extractfile(member)
+            if extracted is None:
+                raise OSError(f"{path}: not a regular file")
+            return extracted.read()
+    raise OSError(f"{path}: too many levels of symbolic links")
+
+
+def _write_file(client: docker.DockerClient, container_id: str, path: str, data: bytes) -> None:
+    from docker.errors import APIError
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:") as tar:
+        info = tarfile.TarInfo(name=path.lstrip("/"))
+        info.size = len(data)
+        info.mode = 0o644
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    try:
+        client.api.put_archive(container_id, "/", buffer.getvalue())
+    except APIError as exc:
+        raise OSError(f"cannot write {path} in the sandbox: {_short(exc)}") from exc
+
+
+def _remove_container(client: docker.DockerClient, container_id: str) -> None:
+    from docker.errors import NotFound
+
+    with contextlib.suppress(NotFound):
+        client.api.remove_container(container_id, force=True, v=True)
+
+
+def _short(exc: Exception) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    return str(text).strip().splitlines()[0][:300] if text else type(exc).__name__
+
+
+# --- crash leftovers ---------------------------------------------------------
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (to tell a live owner from a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_is_gone(labels: Mapping[str, str]) -> bool:
+    """True if the container's runner process on this host no longer exists."""
+    if labels.get(LABEL_OWNER_HOST) != socket.gethostname():
+        return False
+    try:
+        pid = int(labels.get(LABEL_OWNER_PID, ""))
+    except ValueError:
+        return False
+    started = process_start_time(pid)
+    if started is None:
+        return True
+    recorded = labels.get(LABEL_OWNER_START)
+    return bool(recorded) and recorded != started
+
+
+def is_expired(labels: Mapping[str, str], *, at: float | None = None) -> bool:
+    try:
+        expires_at = float(labels[LABEL_EXPIRES])
+    except (KeyError, ValueError):
+        return False
+    return expires_at <= (time.time() if at is None else at)
+
+
+def collect_garbage(client: docker.DockerClient) -> list[str]:
+    """Remove runner containers that expired or whose owner process is gone.
+
+    Returns the ids of the containers removed.  Containers of live runner
+    processes are left alone, whoever owns them.
+    """
+    from docker.errors import NotFound
+
+    removed = []
+    for summary in client.api.containers(all=True, filters={"label": LABEL}):
+        labels = summary.get("Labels") or {}
+        if is_expired(labels) or owner_is_gone(labels):
+            try:
+                client.api.remove_container(summary["Id"], force=True, v=True)
+            except NotFound:
+                continue
+            removed.append(summary["Id"])
+    return removed

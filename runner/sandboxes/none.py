@@ -1,0 +1,28 @@
+"""``NoSandbox``: the default environment, which has no sandbox at all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .base import Sandbox, SandboxEnvironment
+
+if TYPE_CHECKING:
+    from .._hooks import SandboxHook
+
+
+class NoSandbox(SandboxEnvironment):
+    """No sandbox: nothing is ever created and hooks never run (as the seeds say).
+
+    Hooks are accepted so that swapping the environment of an agent is a
+    one-word change, but they are inert here.
+    """
+
+    creates_sandbox = False
+    backend = "none"
+
+    def __init__(self, *, hooks: Sequence[SandboxHook] = ()) -> None:
+        super().__init__(hooks=hooks)
+
+    async def create(self, *, session_id: str, expires_at: float | None) -> Sandbox:
+        raise RuntimeError("NoSandbox never creates a sandbox")
