@@ -53,7 +53,10 @@ def method_dependencies(method: Callable[..., Any], *, consumer: str) -> list[De
     try:
         hints = typing.get_type_hints(method, include_extras=True)
     except NameError as exc:
-        raise SdkError(f"{consumer}: cannot resolve an annotation: {exc}") from exc
+        raise SdkError(
+            f"{consumer}: cannot resolve an annotation: {exc}; define the class at "
+            "module level (string annotations are resolved in the module's namespace)"
+        ) from exc
     parameters = list(signature.parameters.values())
     if not parameters or parameters[0].kind not in (
         inspect.Parameter.POSITIONAL_ONLY,

@@ -41,7 +41,7 @@ class LocalRuntime:
         """Own ``session``: close it on exit, and at its TTL."""
         self.sessions.append(session)
         if session.deadline is not None and self._task_group is not None:
-            self._task_group.start_soon(session.wait_for_expiry)
+            self._task_group.start_soon(_close_at_expiry, session)
 
     async def __aenter__(self) -> LocalRuntime:
         self._task_group = anyio.create_task_group()
@@ -54,26 +54,44 @@ class LocalRuntime:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         assert self._task_group is not None and self._token is not None
         _current.reset(self._token)
         try:
             with anyio.CancelScope(shield=True):
                 for session in reversed(self.sessions):
-                    try:
-                        await session.close(reason="left local_runtime")
-                    except Exception as close_error:  # keep closing the others
-                        logger.error(
-                            "closing session %s failed: %s: %s",
-                            session.id,
-                            type(close_error).__name__,
-                            close_error,
-                            exc_info=close_error,
-                        )
+                    await _close_logging_errors(session, reason="left local_runtime")
         finally:
+            # Only TTL timers run in the group: stop them.  The body's own
+            # exception is not passed in, so it propagates unwrapped.
             self._task_group.cancel_scope.cancel()
-            suppressed = await self._task_group.__aexit__(exc_type, exc, tb)
-        return suppressed
+            await self._task_group.__aexit__(None, None, None)
+
+
+async def _close_logging_errors(session: Session, *, reason: str) -> None:
+    try:
+        await session.close(reason=reason)
+    except Exception as exc:  # keep closing the others
+        logger.error(
+            "closing session %s failed: %s: %s",
+            session.id,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
+
+
+async def _close_at_expiry(session: Session) -> None:
+    try:
+        await session.wait_for_expiry()
+    except Exception as exc:
+        logger.error(
+            "closing expired session %s failed: %s: %s",
+            session.id,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
 
 
 def local_runtime() -> LocalRuntime:

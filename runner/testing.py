@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._model import ModelReply
 from .sandboxes.base import (
     Sandbox,
     SandboxEnvironment,
@@ -135,3 +136,26 @@ class InMemorySandbox(Sandbox):
         if not self.deleted:
             self._record("delete")
             self.deleted = True
+
+
+class ScriptedModel:
+    """A ``Model`` that replays the replies it was given, and records each request.
+
+    ``replies`` items are ``ModelReply`` objects or exceptions to raise; when
+    they run out, ``complete`` raises ``RuntimeError``.
+    """
+
+    def __init__(self, replies: Sequence[ModelReply | BaseException]) -> None:
+        self.replies = list(replies)
+        self.requests: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+
+    async def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> ModelReply:
+        self.requests.append(([dict(m) for m in messages], list(tools)))
+        if not self.replies:
+            raise RuntimeError("ScriptedModel has no reply left")
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply

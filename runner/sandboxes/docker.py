@@ -224,6 +224,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         sandbox = DockerSandbox(
             client=self.client,
             container=container,
+            image=self.image,
             session_id=session_id,
             shell=self.shell or "sh",
             default_exec_timeout_seconds=self.default_exec_timeout_seconds,
@@ -261,6 +262,7 @@ class DockerSandbox(Sandbox):
         *,
         client: DockerClient,
         container: Container,
+        image: str,
         session_id: str,
         shell: str,
         default_exec_timeout_seconds: float,
@@ -269,6 +271,7 @@ class DockerSandbox(Sandbox):
         self.container = container
         self.session_id = session_id
         self.workspace = WORKSPACE
+        self.image = image
         self.shell = shell
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self._deleted = False
@@ -281,9 +284,14 @@ class DockerSandbox(Sandbox):
         """Find the shell and check the image has what ``execute`` relies on."""
         probe = "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
         output = await self.client.call(_probe, self.container_id, probe)
+        if output is None:
+            raise SandboxUnavailableError(
+                f"the container from {self.image!r} exited right after it started; the image "
+                "needs 'sleep' and a shell, and must not stop on its own"
+            )
         if "missing-timeout" in output:
             raise SandboxUnavailableError(
-                f"image {self.container.image.tags or self.container.attrs['Image']!r} has no "
+                f"image {self.image!r} has no "
                 "'timeout' command (GNU coreutils or busybox); the sandbox needs it to enforce "
                 "command timeouts"
             )
@@ -385,8 +393,16 @@ def _create_and_start(client: docker.DockerClient, options: dict[str, Any]) -> C
     return container
 
 
-def _probe(client: docker.DockerClient, container_id: str, script: str) -> str:
-    _exit_code, stdout, _ = _exec(client, container_id, ["sh", "-c", script], {}, WORKSPACE)
+def _probe(client: docker.DockerClient, container_id: str, script: str) -> str | None:
+    """The output of ``script``, or None if the container is not running."""
+    from docker.errors import APIError
+
+    try:
+        _exit_code, stdout, _ = _exec(client, container_id, ["sh", "-c", script], {}, WORKSPACE)
+    except APIError as exc:
+        if exc.status_code == 409:  # "container ... is not running"
+            return None
+        raise
     return stdout.decode("utf-8", errors="replace")
 
 

@@ -95,16 +95,16 @@ class DangerousLocalSandbox(SandboxEnvironment):
         try:
             for name in ("workspace", "home", "tmp"):
                 (root / name).mkdir(mode=0o700)
+            return LocalSandbox(
+                root=root,
+                session_id=session_id,
+                shell=self.shell,
+                env=self.env,
+                default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+            )
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        return LocalSandbox(
-            root=root,
-            session_id=session_id,
-            shell=self.shell,
-            env=self.env,
-            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
-        )
 
 
 class LocalSandbox(Sandbox):
@@ -127,7 +127,7 @@ class LocalSandbox(Sandbox):
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self._base_env = {k: os.environ[k] for k in INHERITED_VARIABLES if k in os.environ}
         self._base_env.setdefault("PATH", os.defpath)
-        self._base_env.update(HOME=self.home, TMPDIR=str(root / "tmp"), **env)
+        self._base_env.update({"HOME": self.home, "TMPDIR": str(root / "tmp"), **env})
         self._process_groups: set[int] = set()
 
     def _path(self, path: str) -> Path:

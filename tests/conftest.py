@@ -1,0 +1,122 @@
+"""Shared fixtures: the two real backends every lifecycle rule is tested on.
+
+``backend`` is parametrized over the local sandbox (host subprocesses in a
+temp dir of the test's own) and a real Docker container made from the image
+``scripts/docker-up`` builds.  Each backend can list what it left behind, so
+tests assert that nothing is.  With ``CI`` set, a missing Docker engine or
+test image fails the Docker tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runner as agents
+from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
+from runner.sandboxes.local import DangerousLocalWarning
+
+TEST_IMAGE = os.environ.get("RUNNER_TEST_IMAGE", "sandbox-runner-test:latest")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+_docker_problem: str | None = None
+_docker_checked = False
+
+
+def docker_problem() -> str | None:
+    """Why Docker tests cannot run here, or None if they can (checked once)."""
+    global _docker_checked, _docker_problem
+    if not _docker_checked:
+        _docker_checked = True
+        try:
+            import docker
+
+            client = docker.from_env()
+            client.ping()
+            client.images.get(TEST_IMAGE)
+        except Exception as exc:
+            _docker_problem = (
+                f"Docker or the image {TEST_IMAGE} is not available ({exc}); run scripts/docker-up"
+            )
+    return _docker_problem
+
+
+@pytest.fixture
+def docker_client() -> Any:
+    problem = docker_problem()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    import docker
+
+    return docker.from_env()
+
+
+class Backend:
+    """Builds environments of one backend and reports what they left behind."""
+
+    def __init__(self, name: str, tmp_path: Path, docker_client: Any = None) -> None:
+        self.name = name
+        self.temp_dir = tmp_path / "sandboxes"
+        self.temp_dir.mkdir()
+        self.docker_client = docker_client
+
+    def environment(self, **options: Any) -> agents.SandboxEnvironment:
+        if self.name == "local":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DangerousLocalWarning)
+                return agents.DangerousLocalSandbox(temp_dir=self.temp_dir, **options)
+        options.setdefault("image", TEST_IMAGE)
+        return LocalDockerSandbox(**options)
+
+    def leftovers(self) -> list[str]:
+        """Sandboxes of this test process that still exist."""
+        if self.name == "local":
+            return sorted(p.name for p in self.temp_dir.iterdir())
+        containers = self.docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_OWNER_PID}={os.getpid()}"}
+        )
+        return sorted(c.id for c in containers)
+
+    def is_deleted(self, sandbox: agents.Sandbox) -> bool:
+        if self.name == "local":
+            return not Path(sandbox.root).exists()  # type: ignore[attr-defined]
+        import docker.errors
+
+        try:
+            self.docker_client.containers.get(sandbox.container_id)  # type: ignore[attr-defined]
+        except docker.errors.NotFound:
+            return True
+        return False
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    client = request.getfixturevalue("docker_client") if request.param == "docker" else None
+    backend = Backend(request.param, tmp_path, client)
+    yield backend
+    assert backend.leftovers() == [], f"the {backend.name} backend left sandboxes behind"
+
+
+@pytest.fixture
+def docker_backend(tmp_path: Path, docker_client: Any) -> Any:
+    backend = Backend("docker", tmp_path, docker_client)
+    yield backend
+    assert backend.leftovers() == [], "the docker backend left containers behind"
+
+
+@pytest.fixture
+def local_backend(tmp_path: Path) -> Any:
+    backend = Backend("local", tmp_path)
+    yield backend
+    assert backend.leftovers() == [], "the local backend left workspaces behind"

@@ -1,0 +1,220 @@
+"""What only the Docker sandbox does: hardening, labels, images, setup, failures."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+
+import anyio
+import pytest
+from conftest import TEST_IMAGE
+
+import runner as agents
+from runner.sandboxes.docker import (
+    LABEL_EXPIRES,
+    LABEL_OWNER_PID,
+    LABEL_SESSION,
+    LocalDockerSandbox,
+    collect_garbage,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+
+async def test_containers_are_hardened_and_labelled(docker_backend, docker_client) -> None:
+    env = docker_backend.environment(memory="256m", cpus=0.5, pids_limit=64)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        attrs = docker_client.api.inspect_container(session.sandbox.container_id)
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert any(opt.startswith("no-new-privileges") for opt in host["SecurityOpt"])
+    assert host["Init"] is True
+    assert host["PidsLimit"] == 64
+    assert host["Memory"] == 256 * 1024 * 1024
+    assert host["NanoCpus"] == 500_000_000
+    assert "NET_RAW" in host["CapDrop"]
+    labels = attrs["Config"]["Labels"]
+    assert labels[LABEL_SESSION] == session.id
+    assert labels[LABEL_OWNER_PID] == str(os.getpid())
+    assert abs(int(labels[LABEL_EXPIRES]) - (time.time() + 86400)) < 60
+    assert attrs["Config"]["WorkingDir"] == "/workspace"
+
+
+async def test_no_network_means_no_interface_but_loopback(docker_backend) -> None:
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        result = await session.sandbox.execute("ls /sys/class/net")
+    assert result.stdout.split() == ["lo"]
+
+
+async def test_network_all_uses_the_default_network(docker_backend, docker_client) -> None:
+    env = docker_backend.environment(network=agents.Network.all())
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        attrs = docker_client.api.inspect_container(session.sandbox.container_id)
+    assert attrs["HostConfig"]["NetworkMode"] != "none"
+
+
+def test_network_allow_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="cannot enforce Network.allow"):
+        LocalDockerSandbox(network=agents.Network.allow(hosts=["pypi.org"]))
+
+
+def test_the_image_defaults_to_the_environment_variable(monkeypatch) -> None:
+    monkeypatch.setenv("RUNNER_DOCKER_IMAGE", "my/offline:image")
+    assert LocalDockerSandbox().image == "my/offline:image"
+    monkeypatch.delenv("RUNNER_DOCKER_IMAGE")
+    assert LocalDockerSandbox().image == "python:3.12-bookworm"
+
+
+async def test_the_setup_script_runs_before_the_hooks(docker_backend) -> None:
+    seen: list[str] = []
+
+    class Reads(agents.SandboxHook):
+        async def on_create(self, ctx) -> None:
+            seen.append((await ctx.sandbox.read_file("/opt/ready")).decode())
+
+    env = docker_backend.environment(setup_script="echo set-up > /opt/ready", hooks=[Reads()])
+    async with await agents.Agent(model="m", environment=env).start_session():
+        pass
+    assert seen == ["set-up\n"]
+
+
+async def test_a_failing_setup_script_deletes_the_container_and_fails_the_session(
+    docker_backend,
+) -> None:
+    journal: list[str] = []
+
+    class Hook(agents.SandboxHook):
+        async def on_create(self, ctx) -> None:
+            journal.append("on_create")
+
+    env = docker_backend.environment(setup_script="echo broken >&2; exit 7", hooks=[Hook()])
+    with pytest.raises(agents.SandboxSetupError, match="setup_script exited 7.*broken") as info:
+        await agents.Agent(model="m", environment=env).start_session()
+    assert info.value.exit_code == 7
+    assert journal == []
+    assert docker_backend.leftovers() == []
+
+
+async def test_a_setup_script_timeout_fails_the_session(docker_backend) -> None:
+    env = docker_backend.environment(setup_script="sleep 60", setup_script_timeout_seconds=1)
+    with pytest.raises(agents.SandboxSetupError, match="setup_script timed out"):
+        await agents.Agent(model="m", environment=env).start_session()
+    assert docker_backend.leftovers() == []
+
+
+async def test_a_missing_image_that_cannot_be_pulled_names_the_image(docker_backend) -> None:
+    # A registry on a closed loopback port: the pull fails at once, sending nothing out.
+    image = "127.0.0.1:9/sandbox-runner/missing:latest"
+    env = docker_backend.environment(image=image)
+    with pytest.raises(agents.SandboxUnavailableError) as info:
+        await agents.Agent(model="m", environment=env).start_session()
+    assert repr(image) in str(info.value)
+    assert "RUNNER_DOCKER_IMAGE" in str(info.value)
+    assert docker_backend.leftovers() == []
+
+
+async def test_an_unreachable_daemon_says_how_to_start_docker(tmp_path) -> None:
+    env = LocalDockerSandbox(image=TEST_IMAGE, docker_host=f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(agents.SandboxUnavailableError) as info:
+        await agents.Agent(model="m", environment=env).start_session()
+    assert "not reachable" in str(info.value)
+    assert "dockerd" in str(info.value)
+
+
+async def _derived_image(docker_client, tag: str, command: str) -> str:
+    container = docker_client.containers.run(TEST_IMAGE, command=["sh", "-c", command], detach=True)
+    try:
+        container.wait()
+        repository, _, version = tag.partition(":")
+        container.commit(repository=repository, tag=version)
+    finally:
+        container.remove(force=True)
+    return tag
+
+
+async def test_an_image_without_timeout_is_refused_clearly(docker_backend, docker_client) -> None:
+    tag = await _derived_image(
+        docker_client, "sandbox-runner-test:no-timeout", "rm /usr/bin/timeout"
+    )
+    try:
+        env = docker_backend.environment(image=tag)
+        with pytest.raises(agents.SandboxUnavailableError, match="no 'timeout' command"):
+            await agents.Agent(model="m", environment=env).start_session()
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert docker_backend.leftovers() == []
+
+
+async def test_a_container_that_exits_at_once_is_a_clear_error(
+    docker_backend, docker_client
+) -> None:
+    tag = await _derived_image(docker_client, "sandbox-runner-test:no-sleep", "rm /usr/bin/sleep")
+    try:
+        env = docker_backend.environment(image=tag)
+        with pytest.raises(agents.SandboxUnavailableError, match="exited right after it started"):
+            await agents.Agent(model="m", environment=env).start_session()
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert docker_backend.leftovers() == []
+
+
+async def test_concurrent_sessions_each_get_their_own_container(docker_backend) -> None:
+    env = docker_backend.environment()
+    agent = agents.Agent(model="m", environment=env)
+    outputs: dict[int, str] = {}
+
+    async def one(index: int) -> None:
+        async with await agent.start_session() as session:
+            await session.sandbox.write_file("id.txt", str(index))
+            await anyio.sleep(0.1)
+            outputs[index] = (await session.sandbox.execute("cat id.txt")).stdout
+
+    async with anyio.create_task_group() as tg:
+        for index in range(4):
+            tg.start_soon(one, index)
+    assert outputs == {i: str(i) for i in range(4)}
+
+
+async def test_the_container_stops_by_itself_at_its_ttl(docker_backend, docker_client) -> None:
+    env = docker_backend.environment(ttl_seconds=2)
+    session = await agents.Agent(model="m", environment=env).start_session()
+    container_id = session.sandbox.container_id
+    try:
+        for _ in range(40):
+            await anyio.sleep(0.25)
+            state = docker_client.api.inspect_container(container_id)["State"]
+            if not state["Running"]:
+                break
+        assert state["Running"] is False
+    finally:
+        await session.cancel()
+
+
+def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:
+    base = {"sandbox-runner": "1", "sandbox-runner.owner-host": socket.gethostname()}
+    expired = {**base, LABEL_EXPIRES: str(int(time.time()) - 10), LABEL_OWNER_PID: "1"}
+    orphan = {**base, LABEL_OWNER_PID: "999999999"}
+    alive = {
+        **base,
+        LABEL_EXPIRES: str(int(time.time()) + 3600),
+        LABEL_OWNER_PID: str(os.getpid()),
+    }
+    created = {
+        name: docker_client.containers.create(TEST_IMAGE, command=["true"], labels=labels)
+        for name, labels in (("expired", expired), ("orphan", orphan), ("alive", alive))
+    }
+    try:
+        removed = collect_garbage(docker_client)
+        assert created["expired"].id in removed
+        assert created["orphan"].id in removed
+        assert created["alive"].id not in removed
+        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        assert created["alive"].id in remaining
+        assert created["expired"].id not in remaining
+    finally:
+        for container in created.values():
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
