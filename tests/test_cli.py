@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,13 @@ def test_gc_runs_against_the_engine(docker_client) -> None:
     result = runner_cli("gc")
     assert result.returncode == 0, result.stderr
     assert "removed" in result.stderr
+
+
+def test_the_python_quickstart_example_runs(tmp_path) -> None:
+    example = Path(__file__).parent.parent / "examples" / "seed_workspace.py"
+    result = subprocess.run(
+        [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "DangerousLocalWarning" in result.stderr
+    assert (tmp_path / "saved-notes.md").read_text() == "Run the tests with pytest.\n"
