@@ -35,6 +35,16 @@ from .sandboxes.none import NoSandbox
 
 __version__ = "0.1.0"
 
+
+def load(path: str, *, output_dir: str | None = None) -> Agent:
+    """Compile a YAML file into an ``Agent`` (see ``runner.config``).
+
+    Imported lazily so that ``import runner`` does not load Jinja2.
+    """
+    from .config import load as load_config
+
+    return load_config(path, output_dir=output_dir)
+
 __all__ = [
     "Agent",
     "AgentsError",
@@ -65,6 +75,7 @@ __all__ = [
     "ToolCallRecord",
     "TurnResult",
     "listen",
+    "load",
     "local_runtime",
     "now",
     "pattern",

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._dependencies import Dependency, check_unique_input_ids, resolve_inputs
 from ._errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
 from ._events import emit
 from ._inputs import SessionInput
@@ -27,7 +28,12 @@ from .sandboxes.none import NoSandbox
 
 
 class Agent:
-    """An agent: ``model`` (a name or a ``Model`` object) working in ``environment``."""
+    """An agent: ``model`` (a name or a ``Model`` object) working in ``environment``.
+
+    ``inputs`` declares session inputs the agent requires even if no hook
+    asks for them (the YAML compiler uses it); they are validated with the
+    hooks' own inputs, before any sandbox exists.
+    """
 
     def __init__(
         self,
@@ -38,6 +44,7 @@ class Agent:
         environment: SandboxEnvironment | None = None,
         base_url: str | None = None,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+        inputs: Sequence[type[SessionInput]] = (),
     ) -> None:
         if not isinstance(model, str) and not isinstance(model, Model):
             raise SdkError(
@@ -57,7 +64,14 @@ class Agent:
         self.environment = environment
         self.base_url = base_url
         self.max_tool_calls = max_tool_calls
+        for input_class in inputs:
+            if not (isinstance(input_class, type) and issubclass(input_class, SessionInput)):
+                raise SdkError(f"Agent(inputs=...) takes SessionInput classes, got {input_class!r}")
+        self.declared_inputs = tuple(
+            Dependency(f"agent {name}", "", input_class) for input_class in inputs
+        )
         self.plan = plan_hooks(environment)
+        check_unique_input_ids([*self.declared_inputs, *self.plan.dependencies])
         self._by_key: dict[str, tuple[Session, str]] = {}
 
     def resolve_model(self) -> Model:
@@ -80,10 +94,8 @@ class Agent:
         With ``idempotency_key``, an open session started with the same key
         and the same inputs is returned instead of a new one.
         """
-        from ._dependencies import resolve_inputs
-
         self.environment.check_available()
-        inputs = resolve_inputs(session_inputs, self.plan.dependencies)
+        inputs = resolve_inputs(session_inputs, [*self.declared_inputs, *self.plan.dependencies])
         fingerprint = _fingerprint(inputs)
         if idempotency_key is not None:
             existing = self._by_key.get(idempotency_key)

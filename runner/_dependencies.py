@@ -128,6 +128,9 @@ def resolve_inputs(
         input_id = dependency.input_id
         if input_id in resolved:
             continue
+        if input_id not in given and dependency.input_class.__optional__:
+            resolved[input_id] = dependency.input_class.from_value({}, consumer=dependency.consumer)
+            continue
         if input_id not in given:
             raise SessionInputError(
                 f"{dependency.consumer} needs session input {input_id!r} "

@@ -23,14 +23,14 @@ _listeners: contextvars.ContextVar[tuple[Listener, ...]] = contextvars.ContextVa
 )
 
 
-def emit(kind: str, **fields: Any) -> None:
+def emit(event: str, /, **fields: Any) -> None:
     """Send one event to every listener of the current context."""
     listeners = _listeners.get()
     if not listeners:
         return
-    event: Event = {"event": kind, "time": time.time(), **fields}
+    payload: Event = {"event": event, "time": time.time(), **fields}
     for listener in listeners:
-        listener(event)
+        listener(payload)
 
 
 @contextlib.contextmanager

@@ -105,11 +105,15 @@ class SessionInput:
     """
 
     input_id: ClassVar[str]
+    #: An optional input that is not given is built from ``{}`` (its defaults).
+    __optional__: ClassVar[bool] = False
     __schema__: ClassVar[dict[str, Any]]
     __field_names__: ClassVar[tuple[str, ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "__schema__" in cls.__dict__:  # built by from_json_schema: schema given
+            return
         input_id = cls.__dict__.get("input_id", getattr(cls, "input_id", None))
         if not isinstance(input_id, str) or not input_id.strip():
             raise SdkError(
@@ -153,6 +157,35 @@ class SessionInput:
         }
 
     @classmethod
+    def from_json_schema(
+        cls,
+        input_id: str,
+        schema: Mapping[str, Any],
+        *,
+        name: str | None = None,
+        optional: bool = False,
+    ) -> type[SessionInput]:
+        """A SessionInput class whose schema is given rather than derived.
+
+        This is how inputs declared in YAML become classes Python hooks can
+        ``Depends`` on.  ``schema`` must describe an object; its top-level
+        ``properties`` become the fields, and ``default`` values (at any
+        depth of nested object properties) are applied to missing fields.
+        """
+        properties = schema.get("properties", {})
+        class_name = name or "".join(
+            part.capitalize() for part in input_id.replace("-", "_").replace(".", "_").split("_")
+        )
+        namespace = {
+            "input_id": input_id,
+            "__schema__": copy.deepcopy(dict(schema)),
+            "__field_names__": tuple(properties),
+            "__optional__": optional,
+            "__module__": __name__,
+        }
+        return type(class_name, (cls,), namespace)
+
+    @classmethod
     def json_schema(cls) -> dict[str, Any]:
         """The JSON Schema every value of this input must satisfy (a copy)."""
         return copy.deepcopy(cls.__schema__)
@@ -184,24 +217,22 @@ class SessionInput:
 
     @classmethod
     def _build(cls, data: dict[str, Any], *, consumer: str | None) -> SessionInput:
+        data = _with_defaults(cls.__schema__, copy.deepcopy(data))
         _validate(cls.__schema__, data, input_id=cls.input_id, consumer=consumer)
+        _reject_nul(data, input_id=cls.input_id, consumer=consumer)
         self = object.__new__(cls)
         for name in cls.__field_names__:
-            if name in data:
-                value = copy.deepcopy(data[name])
-            else:
-                value = copy.deepcopy(cls.__schema__["properties"][name]["default"])
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, data.get(name))
+        object.__setattr__(self, "_data", data)
         return self
 
     def __init__(self, **fields: Any) -> None:
         built = type(self)._build(fields, consumer=None)
-        for name in self.__field_names__:
-            object.__setattr__(self, name, getattr(built, name))
+        object.__setattr__(self, "__dict__", built.__dict__)
 
     def to_dict(self) -> dict[str, Any]:
-        """The field values as plain JSON data (a deep copy)."""
-        return {name: copy.deepcopy(getattr(self, name)) for name in self.__field_names__}
+        """The validated value, defaults applied, as plain JSON data (a deep copy)."""
+        return copy.deepcopy(self._data)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__qualname__} is read-only")
@@ -217,3 +248,37 @@ class SessionInput:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
         return f"{type(self).__qualname__}({fields})"
+
+
+def _with_defaults(schema: Mapping[str, Any], value: Any) -> Any:
+    """Fill in ``default`` of missing object properties, recursively."""
+    if not isinstance(value, dict):
+        return value
+    for name, subschema in (schema.get("properties") or {}).items():
+        if not isinstance(subschema, Mapping):
+            continue
+        if name not in value and "default" in subschema:
+            value[name] = copy.deepcopy(subschema["default"])
+        if name in value:
+            value[name] = _with_defaults(subschema, value[name])
+    return value
+
+
+def _reject_nul(value: Any, *, input_id: str, consumer: str | None, path: str = "") -> None:
+    """No string may hold NUL: no command line or file name can carry one."""
+    if isinstance(value, str) and "\0" in value:
+        who = f"{consumer}: " if consumer else ""
+        where = f" field {path!r}" if path else ""
+        raise SessionInputError(
+            f"{who}session input {input_id!r}{where} contains a NUL character", input_id=input_id
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _reject_nul(
+                item, input_id=input_id, consumer=consumer, path=f"{path}.{key}".lstrip(".")
+            )
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject_nul(
+                item, input_id=input_id, consumer=consumer, path=f"{path}.{index}".lstrip(".")
+            )

@@ -1,0 +1,473 @@
+"""Compile a validated YAML document into an ``Agent`` with ordinary hook objects.
+
+Nothing here runs hooks: the result is the same kind of ``Agent`` a Python
+user builds by hand, so YAML hooks go through the one lifecycle.  Every
+problem found is collected with its file position; a document with any
+problem raises ``ConfigError`` listing them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from collections.abc import Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import AgentsError
+from .._hooks import SandboxHook
+from .._inputs import SessionInput
+from .._network import Network
+from .errors import ConfigError, ConfigProblem, JsonPath
+from .host_paths import check_relative
+from .steps import (
+    InputBinding,
+    Paths,
+    RunStep,
+    SaveStep,
+    Step,
+    StepsHook,
+    UploadStep,
+    WriteStep,
+)
+from .templates import Template, compile_template
+from .yaml_loader import Document
+
+#: Options each backend accepts beyond the common ones.
+COMMON_OPTIONS = {"sandbox", "hooks", "default_exec_timeout_seconds", "ttl_seconds", "shell", "env"}
+BACKEND_OPTIONS = {
+    "none": set(),
+    "local": set(),
+    "docker": {
+        "image",
+        "network",
+        "setup_script",
+        "setup_script_timeout_seconds",
+        "memory",
+        "cpus",
+        "pids_limit",
+    },
+    "mistral": {
+        "image",
+        "network",
+        "setup_script",
+        "setup_script_timeout_seconds",
+        "instance_type",
+        "region",
+        "idle_timeout_seconds",
+    },
+}
+
+
+@dataclass
+class DeclaredInput:
+    """An input from the ``inputs:`` section, compiled to a SessionInput class."""
+
+    input_id: str
+    input_class: type[SessionInput]
+    alias: str | None
+    secret: bool
+    required: bool
+    fields: frozenset[str] | None  # None: the schema does not list its fields
+
+    def binding(self) -> InputBinding:
+        return InputBinding(self.input_class, self.alias, self.secret)
+
+
+@dataclass
+class CompiledConfig:
+    """What a YAML file compiles to: the agent, its inputs and its file paths."""
+
+    path: Path
+    agent: Any  # runner.Agent
+    inputs: dict[str, DeclaredInput]
+    paths: Paths
+    hooks_paths: list[JsonPath] = field(default_factory=list)
+
+
+class _Compiler:
+    def __init__(self, document: Document, *, output_dir: Path | None) -> None:
+        self.document = document
+        self.data: dict[str, Any] = document.data
+        self.problems: list[ConfigProblem] = []
+        config_path = Path(document.file)
+        self.paths = Paths(
+            output_dir=(output_dir or Path.cwd()),
+            config_dir=config_path.parent.resolve(),
+        )
+        self.inputs: dict[str, DeclaredInput] = {}
+
+    def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
+        self.problems.append(self.document.problem(path, message, at_key=at_key))
+
+    def problem_in_text(self, path: JsonPath, offset: int, message: str) -> None:
+        line, column = text_position(self.document, path, offset)
+        self.problems.append(ConfigProblem(self.document.file, line, column, message, path))
+
+    # --- inputs -------------------------------------------------------------
+
+    def compile_inputs(self) -> None:
+        from jsonschema import Draft202012Validator, SchemaError
+
+        aliases: dict[str, str] = {}
+        for input_id, spec in (self.data.get("inputs") or {}).items():
+            path: JsonPath = ("inputs", input_id)
+            schema = spec["schema"]
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                where = (*path, "schema", *exc.absolute_path)
+                self.problem(where, f"not a valid JSON Schema: {exc.message}")
+                continue
+            if schema.get("type") != "object":
+                self.problem((*path, "schema"), "an input's schema must have type: object")
+                continue
+            alias = spec.get("as")
+            if alias in ("inputs", "session"):
+                self.problem((*path, "as"), f"{alias!r} is reserved; pick another name")
+                continue
+            if alias and alias in aliases:
+                self.problem(
+                    (*path, "as"), f"alias {alias!r} is already used by input {aliases[alias]!r}"
+                )
+                continue
+            if alias:
+                aliases[alias] = input_id
+            required = spec.get("required", True)
+            if not required:
+                from jsonschema.exceptions import best_match
+
+                error = best_match(Draft202012Validator(schema).iter_errors(_defaults(schema)))
+                if error is not None:
+                    self.problem(
+                        (*path, "required"),
+                        "an optional input's schema must accept {} once defaults are applied "
+                        f"({error.message})",
+                    )
+                    continue
+            properties = schema.get("properties")
+            fields = frozenset(properties) if isinstance(properties, dict) else None
+            if fields is not None and schema.get("additionalProperties", True) is not False:
+                # Extra fields are allowed by the schema; still, a typo is likelier.
+                pass
+            self.inputs[input_id] = DeclaredInput(
+                input_id=input_id,
+                input_class=SessionInput.from_json_schema(input_id, schema, optional=not required),
+                alias=alias,
+                secret=bool(spec.get("secret", False)),
+                required=required,
+                fields=fields,
+            )
+
+    # --- templates ----------------------------------------------------------
+
+    def template(self, path: JsonPath, source: str, *, shell: bool) -> Template | None:
+        names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
+        template, problems = compile_template(source, shell=shell, fields_by_name=names)
+        for problem in problems:
+            self.problem_in_text(path, problem.offset, problem.message)
+        return template
+
+    def host_path(self, path: JsonPath, source: str) -> Template | None:
+        template = self.template(path, source, shell=False)
+        if template is not None and template.is_static:
+            reason = check_relative(source)
+            if reason:
+                self.problem(path, reason)
+                return None
+        return template
+
+    # --- hooks --------------------------------------------------------------
+
+    def bindings_for(self, templates: list[Template]) -> list[InputBinding]:
+        used: set[str] = set()
+        for template in templates:
+            used |= template.names
+        everything = "inputs" in used
+        return [
+            d.binding()
+            for d in self.inputs.values()
+            if everything or (d.alias is not None and d.alias in used)
+        ]
+
+    def compile_step(self, path: JsonPath, spec: Mapping[str, Any]) -> tuple[Step | None, list]:
+        label = spec.get("name")
+        templates: list[Template | None] = []
+        step: Step | None = None
+        if "run" in spec:
+            command = self.template((*path, "run"), spec["run"], shell=True)
+            env = {
+                name: self.template((*path, "env", name), value, shell=False)
+                for name, value in (spec.get("env") or {}).items()
+            }
+            cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
+            templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
+            if all(t is not None for t in templates):
+                step = RunStep(
+                    label=label,
+                    command=command,  # type: ignore[arg-type]
+                    timeout_seconds=spec.get("timeout_seconds"),
+                    env=env,  # type: ignore[arg-type]
+                    cwd=cwd,
+                    check=spec.get("check", True),
+                )
+        elif "write" in spec:
+            target = self.template((*path, "write"), spec["write"], shell=False)
+            content = self.template((*path, "content"), spec["content"], shell=False)
+            templates = [target, content]
+            if target and content:
+                step = WriteStep(label=label, path=target, content=content)
+        elif "save" in spec:
+            source = self.template((*path, "save"), spec["save"], shell=False)
+            to = self.host_path((*path, "to"), spec["to"])
+            templates = [source, to]
+            if source and to:
+                step = SaveStep(
+                    label=label, path=source, to=to, missing_ok=spec.get("missing_ok", False)
+                )
+        elif "upload" in spec:
+            source = self.host_path((*path, "upload"), spec["upload"])
+            to = self.template((*path, "to"), spec["to"], shell=False)
+            templates = [source, to]
+            if source and to:
+                step = UploadStep(label=label, source=source, to=to)
+        return step, [t for t in templates if t is not None]
+
+    def compile_steps_hook(self, path: JsonPath, spec: Mapping[str, Any]) -> SandboxHook | None:
+        points: dict[str, list[Step]] = {"on_create": [], "on_destroy": []}
+        templates: list[Template] = []
+        ok = True
+        for point in points:
+            for index, step_spec in enumerate(spec.get(point) or []):
+                step, used = self.compile_step((*path, point, index), step_spec)
+                templates += used
+                if step is None:
+                    ok = False
+                else:
+                    points[point].append(step)
+        if not ok:
+            return None
+        return StepsHook(
+            name=spec["name"],
+            on_create=points["on_create"],
+            on_destroy=points["on_destroy"],
+            inputs=self.bindings_for(templates),
+            paths=self.paths,
+        )
+
+    def compile_uses_hook(self, path: JsonPath, spec: Mapping[str, Any]) -> SandboxHook | None:
+        from ..pattern.sandbox_hook import GitIdentity
+
+        arguments = spec.get("with") or {}
+        try:
+            hook = GitIdentity(**arguments)
+        except (TypeError, ValueError) as exc:
+            self.problem((*path, "with"), str(exc))
+            return None
+        if "name" in spec:
+            hook.name = spec["name"]
+        return hook
+
+    def compile_python_hook(self, path: JsonPath, spec: Mapping[str, Any]) -> SandboxHook | None:
+        reference = spec["python"]
+        module_name, _, attribute = reference.partition(":")
+        where = (*path, "python")
+        try:
+            with _importable_from(self.paths.config_dir):
+                target: Any = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except ImportError as exc:
+            self.problem(where, f"cannot import {module_name!r}: {exc}")
+            return None
+        except AttributeError:
+            self.problem(where, f"module {module_name!r} has no {attribute!r}")
+            return None
+        if not (isinstance(target, type) and issubclass(target, SandboxHook)):
+            self.problem(where, f"{reference} is not a SandboxHook subclass")
+            return None
+        try:
+            hook = target(**(spec.get("with") or {}))
+        except Exception as exc:
+            self.problem(
+                (*path, "with") if "with" in spec else where,
+                f"{reference}(...) failed: {type(exc).__name__}: {exc}",
+            )
+            return None
+        if "name" in spec:
+            hook.name = spec["name"]
+        return hook
+
+    def compile_hooks(self, environment: Mapping[str, Any]) -> list[SandboxHook]:
+        hooks: list[SandboxHook] = []
+        for index, spec in enumerate(environment.get("hooks") or []):
+            path: JsonPath = ("agent", "environment", "hooks", index)
+            if "uses" in spec:
+                hook = self.compile_uses_hook(path, spec)
+            elif "python" in spec:
+                hook = self.compile_python_hook(path, spec)
+            else:
+                hook = self.compile_steps_hook(path, spec)
+            if hook is not None:
+                hooks.append(hook)
+        return hooks
+
+    # --- environment and agent ------------------------------------------------
+
+    def compile_environment(self, hooks: list[SandboxHook]) -> Any:
+        from ..sandboxes.docker import LocalDockerSandbox
+        from ..sandboxes.local import DangerousLocalSandbox, DangerousLocalWarning
+        from ..sandboxes.none import NoSandbox
+
+        base: JsonPath = ("agent", "environment")
+        spec = dict((self.data.get("agent") or {}).get("environment") or {"sandbox": "none"})
+        backend = spec["sandbox"]
+        allowed = COMMON_OPTIONS | BACKEND_OPTIONS[backend]
+        for key in spec:
+            if key not in allowed:
+                self.problem(
+                    (*base, key), f"{key!r} does not apply to sandbox: {backend}", at_key=True
+                )
+        if backend == "none":
+            if spec.get("hooks"):
+                self.problem(
+                    (*base, "hooks"),
+                    "hooks never run with sandbox: none; choose sandbox: local or docker",
+                )
+            return NoSandbox()
+        if backend == "mistral":
+            self.problem(
+                (*base, "sandbox"), "sandbox: mistral is not available in this version of runner"
+            )
+            return None
+        common = {
+            "hooks": hooks,
+            "default_exec_timeout_seconds": spec.get("default_exec_timeout_seconds", 30),
+            "ttl_seconds": spec.get("ttl_seconds"),
+            "shell": spec.get("shell"),
+            "env": spec.get("env"),
+        }
+        if backend == "local":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DangerousLocalWarning)
+                return DangerousLocalSandbox(**common)
+        network = spec.get("network", "none")
+        if isinstance(network, dict):
+            self.problem(
+                (*base, "network"),
+                "docker cannot enforce network: {allow: [...]}; use none or all",
+            )
+            return None
+        options = {
+            "image": spec.get("image"),
+            "network": Network.all() if network == "all" else Network.none(),
+            "setup_script": spec.get("setup_script"),
+            "setup_script_timeout_seconds": spec.get("setup_script_timeout_seconds", 300),
+            "memory": spec.get("memory", "2g"),
+            "cpus": spec.get("cpus"),
+            "pids_limit": spec.get("pids_limit", 512),
+        }
+        if "ttl_seconds" not in spec:
+            common.pop("ttl_seconds")
+        return LocalDockerSandbox(**common, **options)
+
+    def compile(self) -> CompiledConfig | None:
+        from .._agent import Agent
+
+        self.compile_inputs()
+        agent_spec = self.data["agent"]
+        hooks = self.compile_hooks(agent_spec.get("environment") or {})
+        environment = self.compile_environment(hooks)
+        if self.problems or environment is None:
+            return None
+        try:
+            agent = Agent(
+                model=agent_spec["model"],
+                name=agent_spec.get("name", "default_agent"),
+                instructions=agent_spec.get("instructions"),
+                base_url=agent_spec.get("base_url"),
+                environment=environment,
+                inputs=[d.input_class for d in self.inputs.values() if d.required],
+                **(
+                    {"max_tool_calls": agent_spec["max_tool_calls"]}
+                    if "max_tool_calls" in agent_spec
+                    else {}
+                ),
+            )
+        except AgentsError as exc:
+            self.problem(("agent",), str(exc))
+            return None
+        return CompiledConfig(
+            path=Path(self.document.file), agent=agent, inputs=self.inputs, paths=self.paths
+        )
+
+
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    from .._inputs import _with_defaults
+
+    return _with_defaults(schema, {})
+
+
+@contextmanager
+def _importable_from(directory: Path):  # type: ignore[no-untyped-def]
+    """Let ``python:`` hooks import modules that sit next to the config file."""
+    entry = str(directory)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def text_position(document: Document, path: JsonPath, offset: int) -> tuple[int, int]:
+    """File position of character ``offset`` of the string at ``path``.
+
+    Exact for plain one-line scalars and for literal (``|``) block scalars;
+    for other styles, the best estimate (quoted: after the quote; folded:
+    the scalar's start).
+    """
+    node = document.nodes.get(tuple(path))
+    if node is None:
+        return document.position(path)
+    line, column = node.start_mark.line + 1, node.start_mark.column + 1
+    value = node.value if isinstance(node.value, str) else ""
+    before = value[:offset]
+    if node.style in (None, "'", '"') and "\n" not in before:
+        return line, column + offset + (1 if node.style else 0)
+    if node.style == "|":
+        lines = document.text.splitlines()
+        first = node.start_mark.line + 1  # 0-based index of the first content line
+        content = [text for text in lines[first:] if text.strip()]
+        indent = len(content[0]) - len(content[0].lstrip(" ")) if content else 0
+        line_index = before.count("\n")
+        column_in_line = len(before) - (before.rfind("\n") + 1)
+        return first + line_index + 1, indent + column_in_line + 1
+    return line, column
+
+
+def compile_document(document: Document, *, output_dir: Path | None = None) -> CompiledConfig:
+    """Validate ``document`` against the schema, then compile it; raise ``ConfigError``."""
+    from .schema import schema_problems
+
+    if not isinstance(document.data, dict):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    document.file, 1, 1, "the file must be a mapping with version and agent"
+                )
+            ]
+        )
+    problems = schema_problems(document)
+    if problems:
+        raise ConfigError(problems)
+    compiler = _Compiler(document, output_dir=output_dir)
+    compiled = compiler.compile()
+    if compiler.problems or compiled is None:
+        raise ConfigError(compiler.problems)
+    return compiled

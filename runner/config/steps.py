@@ -1,0 +1,337 @@
+"""Hooks compiled from YAML steps: ordinary ``SandboxHook`` objects.
+
+A :class:`StepsHook` runs through the same lifecycle as a hand-written hook.
+Its session inputs arrive the way every hook's do, through ``Depends``: the
+compiler gives each instance ``on_create``/``on_destroy`` callables whose
+signatures declare ``Annotated[InputClass, Depends()]`` for the inputs its
+templates use.  Steps render their templates from those inputs at run time;
+every ``{{ }}`` in a ``run`` command is shell-quoted by the template itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+
+from .._dependencies import Depends
+from .._errors import AgentsError
+from .._events import emit
+from .._hooks import SandboxCallbackContext, SandboxHook
+from .._inputs import SessionInput
+from .host_paths import resolve_inside
+from .templates import Fields, Template
+
+MASK = "***"
+
+
+class StepFailedError(AgentsError):
+    """A ``run`` step with ``check: true`` exited non-zero (or timed out)."""
+
+    def __init__(self, message: str, *, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """An input a hook uses: its class, and the template name (alias) it goes by."""
+
+    input_class: type[SessionInput]
+    alias: str | None
+    secret: bool = False
+
+    @property
+    def parameter(self) -> str:
+        return self.alias or "input_" + "".join(
+            c if c.isalnum() else "_" for c in self.input_class.input_id
+        )
+
+
+@dataclass
+class Paths:
+    """Where host paths of ``save``/``upload`` steps are relative to."""
+
+    output_dir: Path
+    config_dir: Path
+
+
+def template_context(
+    bindings: Sequence[InputBinding],
+    values: Mapping[str, SessionInput],
+    session_id: str,
+    *,
+    mask_secrets: bool = False,
+) -> dict[str, Any]:
+    """The names templates see: each alias, ``inputs[input_id]`` and ``session.id``."""
+    by_id: dict[str, Any] = {}
+    context: dict[str, Any] = {}
+    for binding in bindings:
+        value = values[binding.input_class.input_id].to_dict()
+        if mask_secrets and binding.secret:
+            value = _masked(value)
+        by_id[binding.input_class.input_id] = Fields(value)
+        if binding.alias:
+            context[binding.alias] = Fields(value)
+    context["inputs"] = Fields(by_id)
+    context["session"] = Fields({"id": session_id})
+    return context
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return MASK if isinstance(value, str) else value
+
+
+def secret_strings(
+    bindings: Sequence[InputBinding], values: Mapping[str, SessionInput]
+) -> list[str]:
+    """The secret input values, longest first, to scrub from messages."""
+    found: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str) and value:
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    for binding in bindings:
+        if binding.secret and binding.input_class.input_id in values:
+            collect(values[binding.input_class.input_id].to_dict())
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+@dataclass
+class Step:
+    """Base of the four step kinds.  ``describe`` is what ``runner render`` prints."""
+
+    label: str | None
+    kind: str = field(init=False, default="")
+
+    def title(self, context: Mapping[str, Any]) -> str:
+        """A one-line name for progress output (secrets masked by the caller's context)."""
+        if self.label:
+            return self.label
+        try:
+            lines = self.describe(context).splitlines()
+        except Exception:  # the step itself will report why it cannot render
+            return self.kind
+        return lines[0][:80] if lines else self.kind
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    async def run(
+        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+    ) -> dict:
+        raise NotImplementedError
+
+
+@dataclass
+class RunStep(Step):
+    command: Template
+    timeout_seconds: float | None = None
+    env: dict[str, Template] = field(default_factory=dict)
+    cwd: Template | None = None
+    check: bool = True
+    kind: str = field(init=False, default="run")
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        return self.command.render(context)
+
+    async def run(
+        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+    ) -> dict:
+        result = await ctx.sandbox.execute(
+            self.command.render(context),
+            timeout_seconds=self.timeout_seconds,
+            env={name: value.render(context) for name, value in self.env.items()} or None,
+            cwd=self.cwd.render(context) if self.cwd else None,
+        )
+        if self.check and result.exit_code != 0:
+            reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
+            detail = result.stderr.strip()[-1000:] or result.stdout.strip()[-1000:]
+            raise StepFailedError(
+                f"command {reason}" + (f": {detail}" if detail else ""), exit_code=result.exit_code
+            )
+        return {"exit_code": result.exit_code, "timed_out": result.timed_out}
+
+
+@dataclass
+class WriteStep(Step):
+    path: Template
+    content: Template
+    kind: str = field(init=False, default="write")
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        return f"write {self.path.render(context)}"
+
+    async def run(
+        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+    ) -> dict:
+        data = self.content.render(context).encode("utf-8")
+        await ctx.sandbox.write_file(self.path.render(context), data)
+        return {"bytes": len(data)}
+
+
+@dataclass
+class SaveStep(Step):
+    path: Template
+    to: Template
+    missing_ok: bool = False
+    kind: str = field(init=False, default="save")
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        return f"save {self.path.render(context)} -> {self.to.render(context)}"
+
+    async def run(
+        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+    ) -> dict:
+        target = resolve_inside(paths.output_dir, self.to.render(context), what="save: to")
+        try:
+            data = await ctx.sandbox.read_file(self.path.render(context))
+        except FileNotFoundError:
+            if self.missing_ok:
+                return {"skipped": "missing"}
+            raise
+        await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
+        await anyio.Path(target).write_bytes(data)
+        return {"bytes": len(data), "host_path": str(target)}
+
+
+@dataclass
+class UploadStep(Step):
+    source: Template
+    to: Template
+    kind: str = field(init=False, default="upload")
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        return f"upload {self.source.render(context)} -> {self.to.render(context)}"
+
+    async def run(
+        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+    ) -> dict:
+        source = resolve_inside(paths.config_dir, self.source.render(context), what="upload")
+        data = await anyio.Path(source).read_bytes()
+        await ctx.sandbox.write_file(self.to.render(context), data)
+        return {"bytes": len(data)}
+
+
+class StepsHook(SandboxHook):
+    """A hook declared in YAML as lists of steps.  Stateless between its points."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        on_create: Sequence[Step] = (),
+        on_destroy: Sequence[Step] = (),
+        inputs: Sequence[InputBinding] = (),
+        paths: Paths,
+    ) -> None:
+        self.name = name
+        self.create_steps = tuple(on_create)
+        self.destroy_steps = tuple(on_destroy)
+        self.bindings = tuple(inputs)
+        self.paths = paths
+        # Instance attributes shadow the class's no-op methods; their
+        # signatures declare this hook's inputs through Depends().
+        self.on_create = self._point("on_create", self.create_steps)  # type: ignore[method-assign]
+        self.on_destroy = self._point("on_destroy", self.destroy_steps)  # type: ignore[method-assign]
+
+    def _point(self, point: str, steps: Sequence[Step]) -> Any:
+        async def run_point(ctx: SandboxCallbackContext, **inputs: SessionInput) -> None:
+            await self.run_steps(point, steps, ctx, inputs)
+
+        parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        parameters += [
+            inspect.Parameter(
+                b.parameter,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[b.input_class, Depends()],
+            )
+            for b in self.bindings
+        ]
+        run_point.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run_point.__name__ = point
+        run_point.__qualname__ = f"{self.name}.{point}"
+        return run_point
+
+    def _values(self, inputs: Mapping[str, SessionInput]) -> dict[str, SessionInput]:
+        return {b.input_class.input_id: inputs[b.parameter] for b in self.bindings}
+
+    def context(
+        self, values: Mapping[str, SessionInput], session_id: str, *, mask: bool = False
+    ) -> dict:
+        return template_context(self.bindings, values, session_id, mask_secrets=mask)
+
+    async def run_steps(
+        self,
+        point: str,
+        steps: Sequence[Step],
+        ctx: SandboxCallbackContext,
+        inputs: Mapping[str, SessionInput],
+    ) -> None:
+        values = self._values(inputs)
+        context = self.context(values, ctx.session_id)
+        shown = self.context(values, ctx.session_id, mask=True)
+        secrets = secret_strings(self.bindings, values)
+        for index, step in enumerate(steps):
+            title = step.title(shown)
+            common = {
+                "session_id": ctx.session_id,
+                "hook": self.name,
+                "point": point,
+                "step": index,
+                "kind": step.kind,
+                "title": title,
+            }
+            emit("step_started", **common)
+            started = time.perf_counter()
+            try:
+                details = await step.run(ctx, context, self.paths)
+            except Exception as exc:
+                message = scrub(str(exc), secrets)
+                emit(
+                    "step_failed",
+                    **common,
+                    duration_seconds=time.perf_counter() - started,
+                    error_type=type(exc).__name__,
+                    error=message,
+                )
+                failure = StepFailedError(
+                    f"step {index + 1} ({title}) failed: "
+                    + (
+                        message
+                        if isinstance(exc, StepFailedError)
+                        else f"{type(exc).__name__}: {message}"
+                    ),
+                    exit_code=getattr(exc, "exit_code", 1),
+                )
+                # A message that held a secret loses its cause, whose text holds it too.
+                raise failure from (None if message != str(exc) else exc)
+            emit(
+                "step_finished", **common, duration_seconds=time.perf_counter() - started, **details
+            )
+
+    def __repr__(self) -> str:
+        steps = f"{len(self.create_steps)} on_create, {len(self.destroy_steps)} on_destroy"
+        return f"StepsHook(name={self.name!r}, steps: {steps})"

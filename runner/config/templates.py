@@ -1,0 +1,213 @@
+"""Jinja2 templates for hook steps, compiled once, rendered per session.
+
+Two flavours share one ``SandboxedEnvironment`` setup with ``StrictUndefined``:
+
+- ``shell``: for ``run`` steps.  Jinja's ``finalize`` passes every ``{{ }}``
+  value through ``shlex.quote``, so an input always reaches the shell as one
+  word, whatever it holds.  Lists and mappings are refused (they are not one
+  word: loop over them), and so is NUL.
+- ``text``: for ``write`` content, ``env`` values and paths: values are
+  inserted as they are (NUL still refused).
+
+Names a template uses are checked when the file is compiled: an undeclared
+name, or a field its input's schema does not declare, is a validation error
+before any session starts.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from .._errors import AgentsError
+
+#: Names every template may use besides the declared input aliases.
+BUILTIN_NAMES = frozenset({"inputs", "session"})
+
+
+class TemplateValueError(AgentsError):
+    """A value cannot be inserted into a template (NUL, or a list in a command)."""
+
+
+class Fields(Mapping[str, Any]):
+    """Read-only view of an input value: ``repo.revision`` and ``repo["revision"]``.
+
+    A plain dict would expose its methods (``repo.items``) where a field of
+    that name was meant.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_data", data)
+
+    def __getitem__(self, key: str) -> Any:
+        return wrap(self._data[key])
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return wrap(self._data[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+def wrap(value: Any) -> Any:
+    if isinstance(value, Mapping) and not isinstance(value, Fields):
+        return Fields(value)
+    if isinstance(value, list):
+        return [wrap(v) for v in value]
+    return value
+
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        text = str(value)
+    else:
+        raise TemplateValueError(
+            f"a {type(value).__name__} value cannot be inserted as one shell word; "
+            "loop over it ({% for item in ... %}{{ item }} {% endfor %}) or pick a field"
+        )
+    if "\0" in text:
+        raise TemplateValueError("a value contains a NUL character, which no command can take")
+    return text
+
+
+def _shell_word(value: Any) -> str:
+    return shlex.quote(_scalar_text(value))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Fields):
+        value = dict(value)
+    text = value if isinstance(value, str) else str(value)
+    if "\0" in text:
+        raise TemplateValueError("a value contains a NUL character")
+    return text
+
+
+def _environment(finalize: Any) -> SandboxedEnvironment:
+    return SandboxedEnvironment(
+        undefined=StrictUndefined,
+        finalize=finalize,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+_SHELL = _environment(_shell_word)
+_TEXT = _environment(_text)
+
+
+@dataclass(frozen=True)
+class TemplateProblem:
+    """A problem found in a template, at an offset of its source."""
+
+    offset: int
+    message: str
+
+
+@dataclass
+class Template:
+    """One compiled template and the names it reads."""
+
+    source: str
+    shell: bool
+    names: frozenset[str]
+    _compiled: Any
+
+    @property
+    def is_static(self) -> bool:
+        return "{{" not in self.source and "{%" not in self.source
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        return self._compiled.render(**context)
+
+
+def _offset_of_line(source: str, lineno: int) -> int:
+    offset = 0
+    for _ in range(max(0, lineno - 1)):
+        found = source.find("\n", offset)
+        if found < 0:
+            break
+        offset = found + 1
+    return offset
+
+
+def _name_offset(source: str, name: str) -> int:
+    import re
+
+    for match in re.finditer(r"\{\{.*?\}\}|\{%.*?%\}", source, re.S):
+        inner = re.search(rf"(?<![\w.]){re.escape(name)}\b", match.group(0))
+        if inner:
+            return match.start() + inner.start()
+    return 0
+
+
+def compile_template(
+    source: str,
+    *,
+    shell: bool,
+    fields_by_name: Mapping[str, frozenset[str] | None],
+) -> tuple[Template | None, list[TemplateProblem]]:
+    """Compile ``source`` and check the names it uses.
+
+    ``fields_by_name`` maps each usable name to the fields its schema declares
+    (None: any field).  Returns the template (None on a syntax error) and the
+    problems found.
+    """
+    environment = _SHELL if shell else _TEXT
+    try:
+        tree = environment.parse(source)
+    except TemplateSyntaxError as exc:
+        return None, [
+            TemplateProblem(_offset_of_line(source, exc.lineno), f"template syntax: {exc.message}")
+        ]
+    problems: list[TemplateProblem] = []
+    names = frozenset(meta.find_undeclared_variables(tree))
+    known = set(fields_by_name) | BUILTIN_NAMES
+    for name in sorted(names - known):
+        declared = ", ".join(sorted(fields_by_name)) or "none"
+        problems.append(
+            TemplateProblem(
+                _name_offset(source, name),
+                f"undeclared name {name!r} (declared inputs: {declared}; "
+                "give an input `as: name` to use it here)",
+            )
+        )
+    for node in tree.find_all(nodes.Getattr):
+        if isinstance(node.node, nodes.Name) and node.node.ctx == "load":
+            fields = fields_by_name.get(node.node.name)
+            if fields is not None and node.attr not in fields:
+                problems.append(
+                    TemplateProblem(
+                        _name_offset(source, f"{node.node.name}.{node.attr}"),
+                        f"input {node.node.name!r} has no field {node.attr!r} "
+                        f"(its schema declares: {', '.join(sorted(fields)) or 'none'})",
+                    )
+                )
+    if shell:
+        from .shell_context import quoted_placeholders
+
+        problems.extend(TemplateProblem(q.offset, q.message) for q in quoted_placeholders(source))
+    if problems:
+        return None, sorted(problems, key=lambda p: p.offset)
+    compiled = environment.from_string(tree)
+    return Template(source, shell, names, compiled), []

@@ -1,0 +1,241 @@
+"""Safe YAML loading that remembers where every value came from.
+
+PyYAML's ``safe_load`` is safe but forgets positions, accepts duplicate keys
+(the last wins, silently), expands aliases (the "billion laughs" bomb), and
+follows YAML 1.1, where ``no``, ``on`` and ``0755`` are not strings.  This
+loader composes the node tree with PyYAML's safe machinery and builds the
+Python data itself, so that:
+
+- every mapping value and sequence item has a 1-based (line, column);
+- a duplicate key at any depth is an error naming both lines;
+- anchors, aliases and tags other than the standard ones are errors;
+- documents above ``MAX_BYTES`` are refused before parsing;
+- scalars resolve by the YAML 1.2 core schema: only ``true``/``false`` are
+  booleans, ``yes``/``no``/``on``/``off`` stay strings, and a number with a
+  leading zero (``0755``) stays a string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
+
+from .errors import ConfigError, ConfigProblem, JsonPath
+
+MAX_BYTES = 1_000_000
+
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_INT = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_STANDARD_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+}
+
+
+class _Resolver(BaseResolver):
+    """YAML 1.2 core schema resolution (BaseResolver has no implicit resolvers)."""
+
+
+for _tag, _regexp, _first in (
+    ("tag:yaml.org,2002:bool", _BOOL, list("tTfF")),
+    ("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", _INT, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789")),
+):
+    _Resolver.add_implicit_resolver(_tag, _regexp, _first)
+
+
+class _Loader(Reader, Scanner, Parser, Composer, _Resolver):
+    """Composes nodes only; construction is ours.  Aliases and anchors are refused."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        _Resolver.__init__(self)
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()
+        if isinstance(event, AliasEvent):
+            raise _Refused("aliases (*name) are not allowed; repeat the value instead", event)
+        if getattr(event, "anchor", None) is not None:
+            raise _Refused("anchors (&name) are not allowed; repeat the value instead", event)
+        return super().compose_node(parent, index)
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, event: Any) -> None:
+        super().__init__(message)
+        self.mark = event.start_mark
+
+
+@dataclass
+class Document:
+    """Loaded YAML data plus where each part of it came from."""
+
+    file: str
+    data: Any
+    text: str
+    positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+    nodes: dict[JsonPath, Node] = field(default_factory=dict)
+
+    def position(self, path: JsonPath) -> tuple[int, int]:
+        """The closest known (line, column) for a path (its value, else its parent)."""
+        for length in range(len(path), -1, -1):
+            found = self.positions.get(tuple(path[:length]))
+            if found:
+                return found
+        return (1, 1)
+
+    def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> ConfigProblem:
+        where = self.key_positions.get(tuple(path)) if at_key else None
+        line, column = where or self.position(path)
+        return ConfigProblem(self.file, line, column, message, tuple(path))
+
+    def iter_paths(self) -> Iterator[JsonPath]:
+        return iter(self.positions)
+
+
+def _position(node: Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _Builder:
+    def __init__(self, document: Document) -> None:
+        self.document = document
+        self.problems: list[ConfigProblem] = []
+
+    def problem(self, node: Node, path: JsonPath, message: str) -> None:
+        line, column = _position(node)
+        self.problems.append(ConfigProblem(self.document.file, line, column, message, path))
+
+    def build(self, node: Node, path: JsonPath) -> Any:
+        self.document.positions[path] = _position(node)
+        self.document.nodes[path] = node
+        if node.tag not in _STANDARD_TAGS:
+            self.problem(node, path, f"tag {node.tag!r} is not allowed")
+            return None
+        if isinstance(node, MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        return self.scalar(node, path)
+
+    def mapping(self, node: MappingNode, path: JsonPath) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        first_seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or (
+                isinstance(key_node, ScalarNode)
+                and key_node.value == "<<"
+                and key_node.style is None
+            ):
+                self.problem(key_node, path, "merge keys (<<) are not allowed")
+                continue
+            if not isinstance(key_node, ScalarNode):
+                self.problem(key_node, path, "mapping keys must be plain strings")
+                continue
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in first_seen:
+                self.problem(
+                    key_node,
+                    (*path, key),
+                    f"duplicate key {key!r} (lines {first_seen[key]} and {line}); "
+                    "each key may appear once",
+                )
+                continue
+            first_seen[key] = line
+            self.document.key_positions[(*path, key)] = _position(key_node)
+            result[key] = self.build(value_node, (*path, key))
+        return result
+
+    def scalar(self, node: ScalarNode, path: JsonPath) -> Any:
+        value = node.value
+        tag = node.tag
+        try:
+            if tag == "tag:yaml.org,2002:bool":
+                return value.lower() == "true"
+            if tag == "tag:yaml.org,2002:null":
+                return None
+            if tag == "tag:yaml.org,2002:int":
+                return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
+            if tag == "tag:yaml.org,2002:float":
+                return float(value.lower().replace(".inf", "inf").replace(".nan", "nan"))
+        except ValueError:
+            self.problem(node, path, f"{value!r} is not a valid {tag.rsplit(':', 1)[-1]}")
+            return None
+        return value
+
+
+def load_text(text: str, *, file: str) -> Document:
+    """Parse one YAML document; raise ``ConfigError`` listing every problem found."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_BYTES:
+        raise ConfigError([ConfigProblem(file, 1, 1, f"file is larger than {MAX_BYTES} bytes")])
+    document = Document(file=file, data=None, text=text)
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+    except _Refused as exc:
+        raise ConfigError(
+            [ConfigProblem(file, exc.mark.line + 1, exc.mark.column + 1, str(exc))]
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
+        raise ConfigError([ConfigProblem(file, line, column, f"YAML syntax: {message}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([ConfigProblem(file, 1, 1, f"YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        document.data = None
+        return document
+    builder = _Builder(document)
+    document.data = builder.build(root, ())
+    if builder.problems:
+        raise ConfigError(builder.problems)
+    return document
+
+
+def load_file(path: str | Path) -> Document:
+    """Read and parse ``path``; a missing or unreadable file is a ``ConfigError`` too."""
+    file = str(path)
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:
+            raise ConfigError([ConfigProblem(file, 1, 1, f"file is larger than {MAX_BYTES} bytes")])
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([ConfigProblem(file, 1, 1, "no such file")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigProblem(file, 1, 1, f"not UTF-8 text: {exc}")]) from None
+    except OSError as exc:
+        raise ConfigError([ConfigProblem(file, 1, 1, f"cannot read: {exc.strerror}")]) from None
+    return load_text(text, file=file)
