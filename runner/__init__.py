@@ -45,6 +45,7 @@ def load(path: str, *, output_dir: str | None = None) -> Agent:
 
     return load_config(path, output_dir=output_dir)
 
+
 __all__ = [
     "Agent",
     "AgentsError",

@@ -90,6 +90,15 @@ async def _call_hook(
     started = time.perf_counter()
     try:
         await getattr(plan.hook, point)(ctx, **kwargs)
+    except anyio.get_cancelled_exc_class():
+        emit(
+            "hook_cancelled",
+            session_id=sandbox.session_id,
+            hook=plan.name,
+            point=point,
+            duration_seconds=time.perf_counter() - started,
+        )
+        raise
     except BaseException as exc:
         emit(
             "hook_failed",

@@ -1,24 +1,333 @@
 """The ``runner`` command line: a thin shell over the library.
 
-Commands parse arguments, call one library function, and turn its result or
-its typed error into output and an exit code (0 ok, 1 run failed, 2 usage or
-configuration error).  Heavy packages are imported inside the commands that
-need them, so ``runner --help`` stays fast.
+Commands parse arguments, call library functions, and turn results and typed
+errors into output and an exit code:
+
+    0  ok
+    1  the run failed (a hook, the setup script or a turn failed)
+    2  usage or configuration error (bad file, bad input, backend unavailable
+       or its extra missing)
+    130 interrupted (Ctrl-C or SIGTERM), after every on_destroy ran
+
+Heavy packages (docker, jinja2, jsonschema) are imported inside the commands
+that need them, so ``runner --help`` stays fast and ``runner validate`` never
+imports docker.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
 from . import __version__
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+STARTER = """\
+# yaml-language-server: $schema=https://sandbox-runner.dev/schemas/runner.schema.json
+# A starter file: `runner run {name} --input demo.task.title="Say hello"`
+version: 1
+inputs:
+  demo.task:
+    as: task
+    description: What this session is about.
+    schema:
+      type: object
+      properties:
+        title: {{type: string, minLength: 1}}
+      required: [title]
+agent:
+  name: starter-agent
+  model: mistral-large-4
+  instructions: Use bash to answer.
+  environment:
+    sandbox: local        # zero set-up; use docker for isolation
+    hooks:
+      - name: seed-workspace
+        on_create:
+          - run: echo {{{{ task.title }}}} > TASK.md
+        on_destroy:
+          - save: TASK.md
+            to: task-notes.md
+"""
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    click.echo(f"runner: {message}", err=True)
+    sys.exit(code)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runner")
 def main() -> None:
-    """Run AI-agent sessions in sandboxes, with lifecycle hooks."""
+    """Run AI-agent sessions in sandboxes, with lifecycle hooks declared in YAML or Python."""
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def validate(files: tuple[str, ...]) -> None:
+    """Check FILES against the schema and compile them; print every problem."""
+    from .config import validate_file
+
+    total = 0
+    for file in files:
+        problems = validate_file(file)
+        total += len(problems)
+        for problem in problems:
+            click.echo(str(problem), err=True)
+        if not problems:
+            click.echo(f"{file}: ok")
+    if total:
+        _fail(f"{total} problem(s) in {len(files)} file(s)")
+
+
+def _input_options(function: Any) -> Any:
+    function = click.option(
+        "--inputs",
+        "input_files",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        help="YAML or JSON file mapping input_id to its value.",
+    )(function)
+    function = click.option(
+        "--input",
+        "assignments",
+        multiple=True,
+        metavar="ID.FIELD=VALUE",
+        help="One input field (or ID=@FILE, ID=<json>); repeatable.",
+    )(function)
+    return function
+
+
+def _compile(file: str, output_dir: str | None = None) -> Any:
+    from .config import ConfigError, compile_file
+
+    try:
+        return compile_file(file, output_dir=output_dir)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        _fail(f"{len(exc.problems)} problem(s) in {file}")
+
+
+def _input_values(compiled: Any, assignments: tuple[str, ...], files: tuple[str, ...]) -> Any:
+    from ._errors import SessionInputError
+    from .config.input_values import collect_input_values
+
+    try:
+        return collect_input_values(compiled.inputs, assignments=assignments, files=files)
+    except SessionInputError as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_input_options
+def render(file: str, assignments: tuple[str, ...], input_files: tuple[str, ...]) -> None:
+    """Print every command each hook would run, in lifecycle order; create nothing."""
+    from ._errors import AgentsError
+    from .config.render import render_plan
+
+    compiled = _compile(file)
+    values = _input_values(compiled, assignments, input_files)
+    try:
+        steps = render_plan(compiled, values)
+    except AgentsError as exc:
+        _fail(str(exc))
+    if not steps:
+        click.echo("# no hook steps run (no sandbox, or no hooks)")
+    current = None
+    for step in steps:
+        if (step.hook, step.point) != current:
+            current = (step.hook, step.point)
+            click.echo(f"# {step.hook}.{step.point}")
+        prefix = "" if step.kind == "run" else "# "
+        click.echo(prefix + step.text.rstrip("\n"))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_input_options
+@click.option("--prompt", help="A message for the agent; without one, only the lifecycle runs.")
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where save: steps write.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Also write one JSON event per line to stdout."
+)
+def run(
+    file: str,
+    assignments: tuple[str, ...],
+    input_files: tuple[str, ...],
+    prompt: str | None,
+    output_dir: str,
+    as_json: bool,
+) -> None:
+    """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy."""
+    import anyio
+
+    compiled = _compile(file, output_dir=str(Path(output_dir).resolve()))
+    values = _input_values(compiled, assignments, input_files)
+    code = anyio.run(_run_session, compiled, values, prompt, as_json)
+    sys.exit(code)
+
+
+async def _run_session(
+    compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool
+) -> int:
+    import signal
+
+    import anyio
+
+    from ._errors import (
+        MissingExtraError,
+        SandboxSetupError,
+        SandboxUnavailableError,
+        SdkError,
+        SessionInputError,
+    )
+    from ._events import listen
+    from ._model import Completed
+    from ._progress import ProgressPrinter
+
+    printer = ProgressPrinter(sys.stderr)
+    interrupted: list[int] = []
+
+    def emit_json(event: dict[str, Any]) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(event, default=str) + "\n")
+            sys.stdout.flush()
+
+    def on_event(event: dict[str, Any]) -> None:
+        printer(event)
+        emit_json(event)
+
+    async def watch_signals(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for received in signals:
+                interrupted.append(received)
+                scope.cancel()
+                return
+
+    code = EXIT_OK
+    turn_text: str | None = None
+    agent = compiled.agent
+    with listen(on_event):
+        try:
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as work:
+                    tg.start_soon(watch_signals, work)
+                    if prompt is not None:
+                        agent.resolve_model()  # a model that cannot run fails before any sandbox
+                    session = await agent.start_session(session_inputs=values)
+                    async with session:
+                        if prompt is not None:
+                            result = await session.run(prompt)
+                            if isinstance(result, Completed):
+                                turn_text = result.text
+                            else:
+                                click.echo(f"runner: turn failed: {result.error}", err=True)
+                                code = EXIT_FAILED
+                tg.cancel_scope.cancel()
+        except (SessionInputError, SdkError, SandboxUnavailableError, MissingExtraError) as exc:
+            click.echo(f"runner: {exc}", err=True)
+            code = EXIT_USAGE
+        except SandboxSetupError as exc:
+            click.echo(f"runner: {exc}", err=True)
+            code = EXIT_FAILED
+        except Exception as exc:
+            failure = printer.last_hook_failure
+            if failure:
+                click.echo(
+                    f"runner: hook {failure['hook']}.{failure['point']} failed: "
+                    f"{failure['error_type']}: {failure['error']}",
+                    err=True,
+                )
+            else:
+                click.echo(f"runner: run failed: {type(exc).__name__}: {exc}", err=True)
+            code = EXIT_FAILED
+    if interrupted:
+        click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
+        code = EXIT_INTERRUPTED
+    if turn_text is not None and not as_json:
+        click.echo(turn_text)
+    emit_json({"event": "result", "exit_code": code, "text": turn_text})
+    return code
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the YAML format."""
+    from .config.schema import schema_text
+
+    click.echo(schema_text(), nl=False)
+
+
+@main.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+def info(file: str | None) -> None:
+    """What can run here: Docker, images, extras, keys (and what FILE needs)."""
+    import importlib.util
+    import os
+    import platform
+
+    from .sandboxes.docker import DEFAULT_IMAGE, IMAGE_VARIABLE, DockerClient
+
+    click.echo(f"runner {__version__} on Python {platform.python_version()}")
+    docker_problem = None
+    engine = None
+    try:
+        engine = DockerClient()._connect()
+        click.echo(f"docker: reachable (engine {engine.version().get('Version', '?')})")
+    except Exception as exc:
+        docker_problem = str(exc)
+        click.echo(f"docker: not reachable: {exc}")
+    image = os.environ.get(IMAGE_VARIABLE) or DEFAULT_IMAGE
+    images = {image}
+    compiled = _compile(file) if file else None
+    environment = compiled.agent.environment if compiled else None
+    if environment is not None and getattr(environment, "image", None):
+        images.add(environment.image)
+    for name in sorted(images):
+        if engine is None:
+            click.echo(f"image {name}: unknown (no engine)")
+            continue
+        try:
+            engine.images.get(name)
+            click.echo(f"image {name}: present")
+        except Exception:
+            click.echo(f"image {name}: missing (will be pulled on first use)")
+    koyeb = importlib.util.find_spec("koyeb") is not None
+    click.echo(
+        "extra koyeb: "
+        + ("installed" if koyeb else "not installed (pip install 'sandbox-runner[koyeb]')")
+    )
+    click.echo("MISTRAL_API_KEY: " + ("set" if os.environ.get("MISTRAL_API_KEY") else "not set"))
+    if compiled is not None:
+        backend = environment.backend
+        click.echo(f"{file}: agent {compiled.agent.name!r}, sandbox {backend}")
+        if backend == "docker" and docker_problem:
+            _fail(f"{file} needs Docker, which is not reachable here")
+
+
+@main.command()
+@click.argument("path", default="runner.yaml", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(path: str, force: bool) -> None:
+    """Write a starter YAML file (local sandbox) that validates."""
+    target = Path(path)
+    if target.exists() and not force:
+        _fail(f"{path} exists; pass --force to overwrite it")
+    target.write_text(STARTER.format(name=path), encoding="utf-8")
+    click.echo(f"wrote {path}; try: runner render {path} --input demo.task.title=hello")
 
 
 @main.command()
@@ -27,12 +336,10 @@ def gc() -> None:
     from ._errors import SandboxUnavailableError
     from .sandboxes.docker import DockerClient, collect_garbage
 
-    client = DockerClient()
     try:
-        removed = collect_garbage(client._connect())
+        removed = collect_garbage(DockerClient()._connect())
     except SandboxUnavailableError as exc:
-        click.echo(f"runner gc: {exc}", err=True)
-        sys.exit(2)
+        _fail(str(exc))
     for container_id in removed:
         click.echo(container_id[:12])
     click.echo(f"removed {len(removed)} container(s)", err=True)

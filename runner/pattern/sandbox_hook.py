@@ -28,12 +28,15 @@ class GitIdentity(SandboxHook):
     def display_name(self) -> str:
         return self.name or "git-identity"
 
-    async def on_create(self, ctx: SandboxCallbackContext) -> None:
-        command = (
+    def command(self) -> str:
+        """The one command ``on_create`` runs (``runner render`` shows it too)."""
+        return (
             f"git config --global user.name {shlex.quote(self.git_name)} && "
             f"git config --global user.email {shlex.quote(self.git_email)}"
         )
-        result = await ctx.sandbox.execute(command)
+
+    async def on_create(self, ctx: SandboxCallbackContext) -> None:
+        result = await ctx.sandbox.execute(self.command())
         if result.exit_code != 0:
             raise RuntimeError(
                 f"git-identity: git config failed with exit {result.exit_code}: "

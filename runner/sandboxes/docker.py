@@ -220,7 +220,10 @@ class LocalDockerSandbox(SandboxEnvironment):
             await self.client.call(collect_garbage)
         await self.client.call(_ensure_image, self.image)
         options = self.container_options(session_id=session_id, expires_at=expires_at)
-        container = await self.client.call(_create_and_start, options)
+        # Shielded: a cancellation arriving while the engine creates the
+        # container would otherwise lose the handle and leak the container.
+        with anyio.CancelScope(shield=True):
+            container = await self.client.call(_create_and_start, options)
         sandbox = DockerSandbox(
             client=self.client,
             container=container,
