@@ -92,10 +92,20 @@ def method_dependencies(method: Callable[..., Any], *, consumer: str) -> list[De
 
 
 def check_unique_input_ids(dependencies: Iterable[Dependency]) -> dict[str, type[SessionInput]]:
-    """Map each ``input_id`` to its one class; two classes for one id is an SdkError."""
+    """Map each ``input_id`` to its class; two Python classes for one id is an SdkError.
+
+    A class declared by schema (an input of a YAML file) may share its id with
+    one Python class: a Python hook can then ``Depends`` on a YAML-declared
+    input with its own class, and the value is validated against both.
+    """
     seen: dict[str, Dependency] = {}
     for dependency in dependencies:
         first = seen.setdefault(dependency.input_id, dependency)
+        if first.input_class.__from_schema__ and not dependency.input_class.__from_schema__:
+            seen[dependency.input_id] = dependency  # prefer the Python class as the canonical one
+            continue
+        if first.input_class.__from_schema__ or dependency.input_class.__from_schema__:
+            continue  # a declared (YAML) schema may share its id with one Python class
         if first.input_class is not dependency.input_class:
             raise SdkError(
                 f"two SessionInput classes share input_id {dependency.input_id!r}: "
@@ -127,6 +137,8 @@ def resolve_inputs(
     for dependency in dependencies:
         input_id = dependency.input_id
         if input_id in resolved:
+            # Another class already took this id: the value must satisfy this one too.
+            dependency.input_class.from_value(resolved[input_id], consumer=dependency.consumer)
             continue
         if input_id not in given and dependency.input_class.__optional__:
             resolved[input_id] = dependency.input_class.from_value({}, consumer=dependency.consumer)

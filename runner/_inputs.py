@@ -107,6 +107,8 @@ class SessionInput:
     input_id: ClassVar[str]
     #: An optional input that is not given is built from ``{}`` (its defaults).
     __optional__: ClassVar[bool] = False
+    #: True for classes built by ``from_json_schema`` (inputs declared in YAML).
+    __from_schema__: ClassVar[bool] = False
     __schema__: ClassVar[dict[str, Any]]
     __field_names__: ClassVar[tuple[str, ...]]
 
@@ -181,6 +183,7 @@ class SessionInput:
             "__schema__": copy.deepcopy(dict(schema)),
             "__field_names__": tuple(properties),
             "__optional__": optional,
+            "__from_schema__": True,
             "__module__": __name__,
         }
         return type(class_name, (cls,), namespace)

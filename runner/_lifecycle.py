@@ -85,7 +85,10 @@ async def _call_hook(
     inputs: Mapping[str, SessionInput],
 ) -> None:
     ctx = SandboxCallbackContext(sandbox=sandbox, session_id=sandbox.session_id)
-    kwargs: dict[str, Any] = {d.parameter: inputs[d.input_id] for d in plan.dependencies[point]}
+    kwargs: dict[str, Any] = {
+        d.parameter: d.input_class.from_value(inputs[d.input_id], consumer=d.consumer)
+        for d in plan.dependencies[point]
+    }
     emit("hook_started", session_id=sandbox.session_id, hook=plan.name, point=point)
     started = time.perf_counter()
     try:

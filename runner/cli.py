@@ -219,41 +219,51 @@ async def _run_session(
 
     code = EXIT_OK
     turn_text: str | None = None
+    failure: Exception | None = None
     agent = compiled.agent
+
+    async def work() -> None:
+        nonlocal code, turn_text
+        if prompt is not None:
+            agent.resolve_model()  # a model that cannot run fails before any sandbox
+        session = await agent.start_session(session_inputs=values)
+        async with session:
+            if prompt is not None:
+                result = await session.run(prompt)
+                if isinstance(result, Completed):
+                    turn_text = result.text
+                else:
+                    click.echo(f"runner: turn failed: {result.error}", err=True)
+                    code = EXIT_FAILED
+
     with listen(on_event):
-        try:
-            async with anyio.create_task_group() as tg:
-                with anyio.CancelScope() as work:
-                    tg.start_soon(watch_signals, work)
-                    if prompt is not None:
-                        agent.resolve_model()  # a model that cannot run fails before any sandbox
-                    session = await agent.start_session(session_inputs=values)
-                    async with session:
-                        if prompt is not None:
-                            result = await session.run(prompt)
-                            if isinstance(result, Completed):
-                                turn_text = result.text
-                            else:
-                                click.echo(f"runner: turn failed: {result.error}", err=True)
-                                code = EXIT_FAILED
-                tg.cancel_scope.cancel()
-        except (SessionInputError, SdkError, SandboxUnavailableError, MissingExtraError) as exc:
-            click.echo(f"runner: {exc}", err=True)
-            code = EXIT_USAGE
-        except SandboxSetupError as exc:
-            click.echo(f"runner: {exc}", err=True)
-            code = EXIT_FAILED
-        except Exception as exc:
-            failure = printer.last_hook_failure
-            if failure:
-                click.echo(
-                    f"runner: hook {failure['hook']}.{failure['point']} failed: "
-                    f"{failure['error_type']}: {failure['error']}",
-                    err=True,
-                )
-            else:
-                click.echo(f"runner: run failed: {type(exc).__name__}: {exc}", err=True)
-            code = EXIT_FAILED
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+                tg.start_soon(watch_signals, scope)
+                try:
+                    await work()
+                except Exception as exc:  # reported below, outside the task group
+                    failure = exc
+            tg.cancel_scope.cancel()
+    if isinstance(
+        failure, SessionInputError | SdkError | SandboxUnavailableError | MissingExtraError
+    ):
+        click.echo(f"runner: {failure}", err=True)
+        code = EXIT_USAGE
+    elif isinstance(failure, SandboxSetupError):
+        click.echo(f"runner: {failure}", err=True)
+        code = EXIT_FAILED
+    elif failure is not None:
+        hook_failure = printer.last_hook_failure
+        if hook_failure:
+            click.echo(
+                f"runner: hook {hook_failure['hook']}.{hook_failure['point']} failed: "
+                f"{hook_failure['error_type']}: {hook_failure['error']}",
+                err=True,
+            )
+        else:
+            click.echo(f"runner: run failed: {type(failure).__name__}: {failure}", err=True)
+        code = EXIT_FAILED
     if interrupted:
         click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
         code = EXIT_INTERRUPTED

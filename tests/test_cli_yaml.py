@@ -1,0 +1,427 @@
+"""The runner CLI on YAML files, run as a real subprocess, as users and CI run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def runner(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def write(tmp_path: Path, text: str, name: str = "agent.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+CAPTURE = """\
+version: 1
+inputs:
+  t.value:
+    as: v
+    schema:
+      type: object
+      properties:
+        text: {type: string}
+      required: [text]
+agent:
+  model: m
+  environment:
+    sandbox: local
+    hooks:
+      - name: capture
+        on_create:
+          - run: >-
+              python3 -c 'import json, sys; open("args.json", "w").write(json.dumps(sys.argv[1:]));
+              open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))'
+              {{ v.text }}
+        on_destroy:
+          - save: args.json
+            to: args.json
+          - save: arg.bin
+            to: arg.bin
+"""
+
+
+def run_capture(tmp_path: Path, value: str) -> tuple[list[str], bytes]:
+    config = tmp_path / "capture.yaml"
+    if not config.exists():
+        config.write_text(CAPTURE)
+    out = tmp_path / "out"
+    result = runner(
+        "run", str(config), "--input", f"t.value.text={value}", "--output-dir", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads((out / "args.json").read_text()), (out / "arg.bin").read_bytes()
+
+
+HOSTILE = [
+    'it\'s "quoted"',
+    "$(touch pwned)",
+    "`touch pwned`",
+    "a; touch pwned | cat && echo & wait",
+    "line one\nline two\n",
+    "* ? [a-z] ~ {a,b}",
+    "-n",
+    "--help",
+    "ünïcødé ☃ 🚀 中文",
+    "",
+    "back\\slash \\n",
+    "x" * 10_000,
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_values_reach_the_sandbox_as_one_argument_byte_for_byte(tmp_path, value) -> None:
+    args, raw = run_capture(tmp_path, value)
+    assert args == [value]
+    assert raw == value.encode("utf-8")
+    assert not list(tmp_path.rglob("pwned"))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    value=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        max_size=200,
+    )
+)
+def test_any_value_reaches_the_sandbox_as_one_argument(tmp_path, value) -> None:
+    args, raw = run_capture(tmp_path, value)
+    assert args == [value]
+    assert raw == value.encode("utf-8")
+
+
+def test_nul_in_an_input_is_refused_before_anything_runs(tmp_path) -> None:
+    config = write(tmp_path, CAPTURE)
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"t.value": {"text": "a\u0000b"}}))
+    result = runner(
+        "run", str(config), "--inputs", str(inputs), "--output-dir", str(tmp_path / "o")
+    )
+    assert result.returncode == 2
+    assert "field 'text' contains a NUL character" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_every_example_validates(example) -> None:
+    result = runner("validate", str(example))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{example}: ok"
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path) -> None:
+    bad = write(
+        tmp_path, "version: 1\nagent:\n  model: m\n  colour: red\n  environment: {sandbox: dockr}\n"
+    )
+    good = ROOT / "examples" / "quickstart.yaml"
+    result = runner("validate", str(good), str(bad))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert (
+        f"{bad}:4:3: unknown key 'colour'" in lines[1]
+        or f"{bad}:4:3: unknown key 'colour'" in lines[0]
+    )
+    assert any(f"{bad}:5:26: 'dockr' is not one of" in line for line in lines)
+    assert lines[-1] == "runner: 2 problem(s) in 2 file(s)"
+    assert result.stdout.strip() == f"{good}: ok"
+
+
+def test_validate_does_not_import_docker() -> None:
+    code = (
+        "import sys\nfrom runner.cli import main\n"
+        f"try:\n    main(['validate', {str(ROOT / 'examples' / 'ci-pipeline.yaml')!r}])\n"
+        "except SystemExit as exit:\n    assert exit.code in (0, None), exit.code\n"
+        "print('docker' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().splitlines()[-1] == "False", result.stderr
+
+
+def test_render_prints_quoted_commands_in_lifecycle_order(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        inputs:
+          acme.repository:
+            as: repo
+            schema:
+              type: object
+              properties:
+                repository: {type: string}
+              required: [repository]
+          acme.token:
+            as: token
+            secret: true
+            schema:
+              type: object
+              properties:
+                value: {type: string}
+              required: [value]
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: a
+                on_create: [{run: "echo {{ repo.repository }}"}]
+                on_destroy: [{run: echo a-bye}]
+              - uses: git-identity
+                with: {name: "O'Brien", email: o@example.com}
+              - name: b
+                on_create: [{run: "curl -H {{ token.value }} x"}]
+                on_destroy: [{save: out.txt, to: out.txt}]
+        """,
+    )
+    result = runner(
+        "render",
+        str(config),
+        "--input",
+        "acme.repository.repository=it's $(x)",
+        "--input",
+        "acme.token.value=sk-very-secret",
+        env={"TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "# a.on_create",
+        "echo 'it'\"'\"'s $(x)'",
+        "# git-identity.on_create",
+        "git config --global user.name 'O'\"'\"'Brien' && git config --global user.email o@example.com",
+        "# b.on_create",
+        "curl -H '***' x",
+        "# b.on_destroy",
+        "# save out.txt -> out.txt",
+        "# a.on_destroy",
+        "echo a-bye",
+    ]
+    assert "sk-very-secret" not in result.stdout + result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["agent.yaml"]
+
+
+def test_run_prints_progress_and_saves_into_the_output_dir(tmp_path) -> None:
+    result = runner(
+        "run",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        "--input",
+        "acme.repository.repository=acme/api",
+        "--output-dir",
+        str(tmp_path / "out"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "saved-notes.md").read_text() == "Run the tests with pytest.\n"
+    assert "    [2] echo acme/api@main > REPOSITORY ok (" in result.stderr
+    assert "  seed-workspace.on_destroy ok (" in result.stderr
+    assert "  sandbox deleted" in result.stderr
+
+
+def test_run_json_writes_one_event_per_line(tmp_path) -> None:
+    result = runner(
+        "run",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        "--inputs",
+        str(write(tmp_path, '{"acme.repository": {"repository": "acme/api"}}', "in.json")),
+        "--output-dir",
+        str(tmp_path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "session_starting"
+    assert kinds.count("step_finished") == 3
+    assert kinds[-2:] == ["session_closed", "result"]
+    assert events[-1]["exit_code"] == 0
+
+
+def test_input_from_a_file_with_at(tmp_path) -> None:
+    value = write(tmp_path, "repository: acme/api\nrevision: v2\n", "repo.yaml")
+    result = runner(
+        "run",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        "--input",
+        f"acme.repository=@{value}",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "echo acme/api@v2 > REPOSITORY ok" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input", "acme.repository.repository=not a repo"], "does not match"),
+        ([], "needs session input 'acme.repository'"),
+        (["--input", "acme.repo.x=1"], "no declared input matches 'acme.repo.x'"),
+        (["--input", "nonsense"], "expected ID.FIELD=VALUE"),
+    ],
+)
+def test_bad_inputs_exit_2_and_create_nothing(tmp_path, args, message) -> None:
+    result = runner(
+        "run",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        *args,
+        "--output-dir",
+        str(tmp_path / "o"),
+        env={"TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_a_failing_hook_exits_1_naming_the_hook_and_still_cleans_up(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: keeper
+                on_destroy: [{save: kept.txt, to: kept.txt}]
+              - name: breaker
+                on_create:
+                  - {write: kept.txt, content: "kept\\n"}
+                  - {run: "echo broken >&2; exit 4"}
+        """,
+    )
+    result = runner(
+        "run", str(config), "--output-dir", str(tmp_path / "out"), env={"TMPDIR": str(tmp_path)}
+    )
+    assert result.returncode == 1
+    assert (
+        "runner: hook breaker.on_create failed: StepFailedError: step 2 "
+        "(echo broken >&2; exit 4) failed: command exited 4: broken"
+    ) in result.stderr
+    assert (tmp_path / "out" / "kept.txt").read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
+
+
+def test_secrets_never_reach_progress_or_errors(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        inputs:
+          acme.token:
+            as: token
+            secret: true
+            schema: {type: object, properties: {value: {type: string}}, required: [value]}
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: leaky
+                on_create:
+                  - run: "echo using {{ token.value }} >&2; exit 1"
+        """,
+    )
+    result = runner("run", str(config), "--input", "acme.token.value=sk-live-123456", "--json")
+    assert result.returncode == 1
+    assert "sk-live-123456" not in result.stderr + result.stdout
+    assert "using *** " in result.stderr or "using ***" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_runs_on_destroy_then_exits_130(tmp_path, sig) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: marker
+                on_destroy: [{save: MARK, to: destroyed.txt}]
+              - name: first
+                on_create: [{write: MARK, content: "created\\n"}]
+              - name: slow
+                on_create: [{run: "sleep 60", timeout_seconds: 120}]
+        """,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path / "out")],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    deadline = time.monotonic() + 30
+    progress = ""
+    while "slow.on_create" not in progress and time.monotonic() < deadline:
+        progress += process.stderr.readline()
+    process.send_signal(sig)
+    rest = process.communicate(timeout=30)[1]
+    assert process.returncode == 130
+    assert "marker.on_destroy ok" in rest
+    assert "interrupted; on_destroy ran" in rest
+    assert (tmp_path / "out" / "destroyed.txt").read_text() == "created\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
+
+
+def test_a_prompt_with_a_model_name_fails_before_any_sandbox(tmp_path) -> None:
+    result = runner(
+        "run",
+        str(ROOT / "examples" / "git-identity.yaml"),
+        "--prompt",
+        "hi",
+        env={"TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == 2
+    assert "no HTTP model client yet" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_writes_a_starter_that_validates_and_runs(tmp_path) -> None:
+    result = runner("init", cwd=tmp_path)
+    assert result.returncode == 0
+    assert runner("validate", "runner.yaml", cwd=tmp_path).returncode == 0
+    again = runner("init", cwd=tmp_path)
+    assert again.returncode == 2 and "exists" in again.stderr
+    ran = runner("run", "runner.yaml", "--input", "demo.task.title=hello", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "task-notes.md").read_text() == "hello\n"
+
+
+def test_info_reports_what_can_run_here(tmp_path) -> None:
+    result = runner(
+        "info", str(ROOT / "examples" / "quickstart.yaml"), env={"MISTRAL_API_KEY": "sk-x"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "docker:" in result.stdout
+    assert "extra koyeb: not installed (pip install 'sandbox-runner[koyeb]')" in result.stdout
+    assert "MISTRAL_API_KEY: set" in result.stdout
+    assert "sk-x" not in result.stdout
+    assert "sandbox local" in result.stdout

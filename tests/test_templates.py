@@ -1,0 +1,138 @@
+"""Templates in YAML hooks: auto-quoting, and every rejection with its position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.config import validate_file
+from runner.config.templates import Fields, TemplateValueError, compile_template
+
+HEADER = """\
+version: 1
+inputs:
+  acme.repository:
+    as: repo
+    schema:
+      type: object
+      properties:
+        repository: {type: string}
+        revision: {type: string, default: main}
+      required: [repository]
+agent:
+  model: m
+  environment:
+    sandbox: local
+    hooks:
+      - name: h
+        on_create:
+"""
+STEP_LINE = 18  # the 1-based line of the first step below HEADER
+
+
+def check(tmp_path: Path, steps: str) -> list[str]:
+    path = tmp_path / "agent.yaml"
+    path.write_text(HEADER + steps)
+    return [str(p).replace(str(path), "agent.yaml") for p in validate_file(path)]
+
+
+@pytest.mark.parametrize(
+    ("step", "column", "context"),
+    [
+        ('          - run: echo "{{ repo.repository }}"\n', 24, "double quotes"),
+        ("          - run: echo '{{ repo.repository }}'\n", 24, "single quotes"),
+        ("          - run: echo `cat {{ repo.repository }}`\n", 28, "backticks"),
+        ("          - run: echo $'{{ repo.repository }}'\n", 25, "$'...' quotes"),
+    ],
+)
+def test_placeholders_inside_quotes_are_rejected_with_their_position(
+    tmp_path, step, column, context
+) -> None:
+    (message,) = check(tmp_path, step)
+    assert message.startswith(f"agent.yaml:{STEP_LINE}:{column}: {{{{ }}}} inside {context}:")
+    assert message.endswith("(at agent.environment.hooks[0].on_create[0].run)")
+
+
+def test_the_hint_says_values_are_quoted_for_you(tmp_path) -> None:
+    (message,) = check(tmp_path, '          - run: echo "{{ repo.revision }}"\n')
+    assert "values are quoted for you; remove the quotes" in message
+
+
+def test_a_placeholder_in_a_heredoc_is_rejected_on_its_line(tmp_path) -> None:
+    steps = "          - run: |\n              cat > f <<EOF\n              {{ repo.repository }}\n              EOF\n"
+    (message,) = check(tmp_path, steps)
+    assert message.startswith(f"agent.yaml:{STEP_LINE + 2}:15: {{{{ }}}} inside a heredoc")
+
+
+def test_command_substitution_inside_double_quotes_is_fine(tmp_path) -> None:
+    assert check(tmp_path, '          - run: echo "$(basename {{ repo.repository }})"\n') == []
+
+
+def test_an_undeclared_name_is_a_validation_error(tmp_path) -> None:
+    (message,) = check(tmp_path, "          - run: echo {{ repository }}\n")
+    assert message.startswith(f"agent.yaml:{STEP_LINE}:26: undeclared name 'repository'")
+    assert "declared inputs: repo" in message
+
+
+def test_an_undeclared_field_is_a_validation_error(tmp_path) -> None:
+    (message,) = check(tmp_path, "          - run: echo {{ repo.branch }}\n")
+    assert (
+        "input 'repo' has no field 'branch' (its schema declares: repository, revision)" in message
+    )
+    assert message.startswith(f"agent.yaml:{STEP_LINE}:26:")
+
+
+def test_a_template_syntax_error_is_a_validation_error(tmp_path) -> None:
+    (message,) = check(tmp_path, "          - run: echo {{ repo.repository\n")
+    assert "template syntax" in message
+    assert message.startswith(f"agent.yaml:{STEP_LINE}:")
+
+
+@pytest.mark.parametrize(
+    ("step", "reason"),
+    [
+        ("          - save: a\n            to: /etc/passwd\n", "is absolute"),
+        ("          - save: a\n            to: ../outside\n", "contains '..'"),
+        ("          - upload: ../../etc/shadow\n            to: x\n", "contains '..'"),
+        ("          - upload: ~/secrets\n            to: x\n", "is absolute"),
+    ],
+)
+def test_host_paths_may_not_leave_their_folder(tmp_path, step, reason) -> None:
+    (message,) = check(tmp_path, step)
+    assert reason in message
+
+
+def test_write_content_and_env_values_are_not_shell_quoted() -> None:
+    fields = {"repo": frozenset({"repository"})}
+    text, problems = compile_template(
+        "# {{ repo.repository }}\n", shell=False, fields_by_name=fields
+    )
+    assert problems == []
+    assert text.render({"repo": Fields({"repository": "it's $(x)"})}) == "# it's $(x)\n"
+
+
+def test_run_values_become_one_quoted_word() -> None:
+    fields = {"repo": frozenset({"repository"})}
+    shell, _ = compile_template("echo {{ repo.repository }}", shell=True, fields_by_name=fields)
+    assert shell.render({"repo": Fields({"repository": "it's $(x)"})}) == "echo 'it'\"'\"'s $(x)'"
+
+
+@pytest.mark.parametrize("value", [["a", "b"], {"k": "v"}])
+def test_a_list_or_mapping_is_not_one_shell_word(value) -> None:
+    shell, _ = compile_template("echo {{ v }}", shell=True, fields_by_name={"v": None})
+    with pytest.raises(TemplateValueError, match="cannot be inserted as one shell word"):
+        shell.render({"v": value})
+
+
+def test_nul_in_a_value_is_refused() -> None:
+    shell, _ = compile_template("echo {{ v }}", shell=True, fields_by_name={"v": None})
+    with pytest.raises(TemplateValueError, match="NUL"):
+        shell.render({"v": "a\0b"})
+
+
+def test_loops_quote_each_item() -> None:
+    shell, _ = compile_template(
+        "touch{% for f in files %} {{ f }}{% endfor %}", shell=True, fields_by_name={"files": None}
+    )
+    assert shell.render({"files": ["a b", "c;d"]}) == "touch 'a b' 'c;d'"
