@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from runner.config import yaml_loader
 from runner.config.errors import ConfigError
 from runner.config.yaml_loader import MAX_BYTES, load_file, load_text
+
+
+@pytest.fixture(autouse=True, params=["libyaml", "pure-python"])
+def parser(request, monkeypatch):
+    """Every rule holds with libyaml's C parser and with PyYAML's Python fallback."""
+    if request.param == "pure-python":
+        monkeypatch.setattr(yaml_loader, "_CParser", None)
+    elif yaml_loader._CParser is None:
+        pytest.skip("PyYAML was built without libyaml")
+    return request.param
 
 
 def problems(text: str) -> list[str]:

@@ -318,8 +318,6 @@ class _Compiler:
     # --- environment and agent ------------------------------------------------
 
     def compile_environment(self, hooks: list[SandboxHook]) -> Any:
-        from ..sandboxes.docker import LocalDockerSandbox
-        from ..sandboxes.local import DangerousLocalSandbox, DangerousLocalWarning
         from ..sandboxes.none import NoSandbox
 
         base: JsonPath = ("agent", "environment")
@@ -351,6 +349,8 @@ class _Compiler:
             "env": spec.get("env"),
         }
         if backend == "local":
+            from ..sandboxes.local import DangerousLocalSandbox, DangerousLocalWarning
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DangerousLocalWarning)
                 return DangerousLocalSandbox(**common)
@@ -372,6 +372,8 @@ class _Compiler:
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")
+        from ..sandboxes.docker import LocalDockerSandbox
+
         return LocalDockerSandbox(**common, **options)
 
     def compile(self) -> CompiledConfig | None:
@@ -438,7 +440,7 @@ def text_position(document: Document, path: JsonPath, offset: int) -> tuple[int,
     line, column = node.start_mark.line + 1, node.start_mark.column + 1
     value = node.value if isinstance(node.value, str) else ""
     before = value[:offset]
-    if node.style in (None, "'", '"') and "\n" not in before:
+    if node.style in (None, "", "'", '"') and "\n" not in before:
         return line, column + offset + (1 if node.style else 0)
     if node.style == "|":
         lines = document.text.splitlines()

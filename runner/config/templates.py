@@ -126,18 +126,29 @@ class TemplateProblem:
 
 @dataclass
 class Template:
-    """One compiled template and the names it reads."""
+    """One checked template and the names it reads.
+
+    ``tree`` is the parsed template; it is compiled to Python on first
+    render, once, so that validating a large file pays only for parsing.
+    A template without Jinja markup has no tree and renders as itself.
+    """
 
     source: str
     shell: bool
     names: frozenset[str]
-    _compiled: Any
+    tree: Any = None
+    _compiled: Any = None
 
     @property
     def is_static(self) -> bool:
-        return "{{" not in self.source and "{%" not in self.source
+        return self.tree is None
 
     def render(self, context: Mapping[str, Any]) -> str:
+        if self.tree is None:
+            return self.source
+        if self._compiled is None:
+            environment = _SHELL if self.shell else _TEXT
+            self._compiled = environment.from_string(self.tree)
         return self._compiled.render(**context)
 
 
@@ -173,6 +184,9 @@ def compile_template(
     (None: any field).  Returns the template (None on a syntax error) and the
     problems found.
     """
+    if not any(marker in source for marker in ("{{", "{%", "{#")):
+        # Plain text: nothing to check or compile (most step fields are like this).
+        return Template(source, shell, frozenset()), []
     environment = _SHELL if shell else _TEXT
     try:
         tree = environment.parse(source)
@@ -209,5 +223,4 @@ def compile_template(
         problems.extend(TemplateProblem(q.offset, q.message) for q in quoted_placeholders(source))
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
-    compiled = environment.from_string(tree)
-    return Template(source, shell, names, compiled), []
+    return Template(source, shell, names, tree), []
