@@ -90,17 +90,32 @@ def test_a_template_syntax_error_is_a_validation_error(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("step", "reason"),
+    ("step", "expected"),
     [
-        ("          - save: a\n            to: /etc/passwd\n", "is absolute"),
-        ("          - save: a\n            to: ../outside\n", "contains '..'"),
-        ("          - upload: ../../etc/shadow\n            to: x\n", "contains '..'"),
-        ("          - upload: ~/secrets\n            to: x\n", "is absolute"),
+        (
+            "          - save: a\n            to: /etc/passwd\n",
+            f"agent.yaml:{STEP_LINE + 1}:17: '/etc/passwd' is absolute; host paths are relative "
+            "to their folder (at agent.environment.hooks[0].on_create[0].to)",
+        ),
+        (
+            "          - save: a\n            to: ../outside\n",
+            f"agent.yaml:{STEP_LINE + 1}:17: '../outside' contains '..'; host paths may not "
+            "leave their folder (at agent.environment.hooks[0].on_create[0].to)",
+        ),
+        (
+            "          - upload: ../../etc/shadow\n            to: x\n",
+            f"agent.yaml:{STEP_LINE}:21: '../../etc/shadow' contains '..'; host paths may not "
+            "leave their folder (at agent.environment.hooks[0].on_create[0].upload)",
+        ),
+        (
+            "          - upload: ~/secrets\n            to: x\n",
+            f"agent.yaml:{STEP_LINE}:21: '~/secrets' is absolute; host paths are relative to "
+            "their folder (at agent.environment.hooks[0].on_create[0].upload)",
+        ),
     ],
 )
-def test_host_paths_may_not_leave_their_folder(tmp_path, step, reason) -> None:
-    (message,) = check(tmp_path, step)
-    assert reason in message
+def test_host_paths_may_not_leave_their_folder(tmp_path, step, expected) -> None:
+    assert check(tmp_path, step) == [expected]
 
 
 def test_write_content_and_env_values_are_not_shell_quoted() -> None:
