@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from ._dependencies import Dependency, check_unique_input_ids, resolve_inputs
 from ._errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
 from ._events import emit
@@ -73,6 +75,7 @@ class Agent:
         self.plan = plan_hooks(environment)
         check_unique_input_ids([*self.declared_inputs, *self.plan.dependencies])
         self._by_key: dict[str, tuple[Session, str]] = {}
+        self._key_locks: dict[str, anyio.Lock] = {}
 
     def resolve_model(self) -> Model:
         """The ``Model`` object turns use; a bare name needs a model client."""
@@ -96,8 +99,12 @@ class Agent:
         """
         self.environment.check_available()
         inputs = resolve_inputs(session_inputs, [*self.declared_inputs, *self.plan.dependencies])
-        fingerprint = _fingerprint(inputs)
-        if idempotency_key is not None:
+        if idempotency_key is None:
+            return await self._open(inputs)
+        # One lock per key: two concurrent calls with one key get one session.
+        lock = self._key_locks.setdefault(idempotency_key, anyio.Lock())
+        async with lock:
+            fingerprint = _fingerprint(inputs)
             existing = self._by_key.get(idempotency_key)
             if existing is not None:
                 session, known = existing
@@ -111,6 +118,12 @@ class Agent:
                         f"idempotency key {idempotency_key!r}: session {session.id} is closed"
                     )
                 return session
+            session = await self._open(inputs)
+            self._by_key[idempotency_key] = (session, fingerprint)
+            return session
+
+    async def _open(self, inputs: Mapping[str, SessionInput]) -> Session:
+        """Create the sandbox, run ``on_create``, and register the session."""
         session_id = f"sess_{uuid.uuid4().hex}"
         ttl = self.environment.ttl_seconds
         emit("session_starting", session_id=session_id, agent=self.name)
@@ -129,8 +142,6 @@ class Agent:
             inputs=inputs,
             ttl_seconds=ttl,
         )
-        if idempotency_key is not None:
-            self._by_key[idempotency_key] = (session, fingerprint)
         runtime = current_runtime()
         if runtime is not None:
             runtime.adopt(session)

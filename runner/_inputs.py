@@ -13,7 +13,7 @@ import copy
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Union
 
 from ._errors import SdkError, SessionInputError
@@ -71,8 +71,18 @@ def annotation_schema(annotation: Any, *, where: str) -> dict[str, Any]:
     )
 
 
-def _validate(schema: dict[str, Any], value: Any, *, input_id: str, consumer: str | None) -> None:
-    """Raise SessionInputError with the best jsonschema error, or return."""
+def _validate(
+    schema: dict[str, Any],
+    value: Any,
+    *,
+    input_id: str,
+    consumer: str | None,
+    secret: bool = False,
+) -> None:
+    """Raise SessionInputError with the best jsonschema error, or return.
+
+    For a secret input the message names the rule that failed, never the value.
+    """
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
@@ -82,8 +92,13 @@ def _validate(schema: dict[str, Any], value: Any, *, input_id: str, consumer: st
     location = ".".join(str(p) for p in error.absolute_path)
     field = f" field {location!r}" if location else ""
     who = f"{consumer}: " if consumer else ""
+    reason = (
+        f"it fails the schema's {error.validator!r} rule (the value is secret and not shown)"
+        if secret
+        else error.message
+    )
     raise SessionInputError(
-        f"{who}session input {input_id!r}{field} is invalid: {error.message}",
+        f"{who}session input {input_id!r}{field} is invalid: {reason}",
         input_id=input_id,
     )
 
@@ -109,6 +124,8 @@ class SessionInput:
     __optional__: ClassVar[bool] = False
     #: True for classes built by ``from_json_schema`` (inputs declared in YAML).
     __from_schema__: ClassVar[bool] = False
+    #: A secret input's values never appear in messages, events or logs.
+    __secret__: ClassVar[bool] = False
     __schema__: ClassVar[dict[str, Any]]
     __field_names__: ClassVar[tuple[str, ...]]
 
@@ -166,6 +183,7 @@ class SessionInput:
         *,
         name: str | None = None,
         optional: bool = False,
+        secret: bool = False,
     ) -> type[SessionInput]:
         """A SessionInput class whose schema is given rather than derived.
 
@@ -184,6 +202,7 @@ class SessionInput:
             "__field_names__": tuple(properties),
             "__optional__": optional,
             "__from_schema__": True,
+            "__secret__": secret,
             "__module__": __name__,
         }
         return type(class_name, (cls,), namespace)
@@ -221,7 +240,9 @@ class SessionInput:
     @classmethod
     def _build(cls, data: dict[str, Any], *, consumer: str | None) -> SessionInput:
         data = _with_defaults(cls.__schema__, copy.deepcopy(data))
-        _validate(cls.__schema__, data, input_id=cls.input_id, consumer=consumer)
+        _validate(
+            cls.__schema__, data, input_id=cls.input_id, consumer=consumer, secret=cls.__secret__
+        )
         _reject_nul(data, input_id=cls.input_id, consumer=consumer)
         self = object.__new__(cls)
         for name in cls.__field_names__:
@@ -285,3 +306,33 @@ def _reject_nul(value: Any, *, input_id: str, consumer: str | None, path: str = 
             _reject_nul(
                 item, input_id=input_id, consumer=consumer, path=f"{path}.{index}".lstrip(".")
             )
+
+
+MASK = "***"
+
+
+def secret_strings(values: Iterable[SessionInput]) -> list[str]:
+    """Every string inside the secret inputs among ``values``, longest first."""
+    found: set[str] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str) and value:
+            found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    for value in values:
+        if value.__secret__:
+            collect(value.to_dict())
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text

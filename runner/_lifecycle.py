@@ -19,6 +19,7 @@ Python-class hooks and hooks compiled from YAML both end up here.  The rules
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -27,10 +28,10 @@ from typing import Any, Literal
 
 import anyio
 
-from ._dependencies import Dependency, check_unique_input_ids, method_dependencies
+from ._dependencies import Dependency, method_dependencies
 from ._events import emit
 from ._hooks import SandboxCallbackContext, SandboxHook
-from ._inputs import SessionInput
+from ._inputs import SessionInput, scrub, secret_strings
 from .sandboxes.base import Sandbox, SandboxEnvironment
 
 logger = logging.getLogger("runner")
@@ -55,7 +56,6 @@ class LifecyclePlan:
     """Everything known about an environment's hooks before any session starts."""
 
     hooks: tuple[HookPlan, ...]
-    input_classes: Mapping[str, type[SessionInput]]
 
     @property
     def dependencies(self) -> list[Dependency]:
@@ -73,9 +73,20 @@ def plan_hooks(environment: SandboxEnvironment) -> LifecyclePlan:
                 method = getattr(hook, point)
                 dependencies[point] = tuple(method_dependencies(method, consumer=consumer))
             plans.append(HookPlan(hook, dependencies))
-    lifecycle = LifecyclePlan(tuple(plans), {})
-    input_classes = check_unique_input_ids(lifecycle.dependencies)
-    return LifecyclePlan(lifecycle.hooks, input_classes)
+    return LifecyclePlan(tuple(plans))
+
+
+@dataclass(frozen=True)
+class HookFailure:
+    """An ``on_destroy`` that raised: logged, skipped past, and reported at close."""
+
+    hook: str
+    point: HookPoint
+    error_type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"sandbox hook {self.hook}.{self.point} failed: {self.error_type}: {self.message}"
 
 
 async def _call_hook(
@@ -84,6 +95,8 @@ async def _call_hook(
     sandbox: Sandbox,
     inputs: Mapping[str, SessionInput],
 ) -> None:
+    """Run one hook point.  A failure is reported (secrets scrubbed) and re-raised,
+    marked with ``runner_hook = (name, point)`` so callers can say which hook it was."""
     ctx = SandboxCallbackContext(sandbox=sandbox, session_id=sandbox.session_id)
     kwargs: dict[str, Any] = {
         d.parameter: d.input_class.from_value(inputs[d.input_id], consumer=d.consumer)
@@ -102,7 +115,10 @@ async def _call_hook(
             duration_seconds=time.perf_counter() - started,
         )
         raise
-    except BaseException as exc:
+    except Exception as exc:
+        if getattr(exc, "runner_hook", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.runner_hook = (plan.name, point)  # type: ignore[attr-defined]
         emit(
             "hook_failed",
             session_id=sandbox.session_id,
@@ -110,7 +126,7 @@ async def _call_hook(
             point=point,
             duration_seconds=time.perf_counter() - started,
             error_type=type(exc).__name__,
-            error=str(exc),
+            error=scrub(str(exc), secret_strings(inputs.values())),
         )
         raise
     emit(
@@ -126,20 +142,26 @@ async def _destroy_all(
     plans: Iterable[HookPlan],
     sandbox: Sandbox,
     inputs: Mapping[str, SessionInput],
-) -> None:
-    """``on_destroy`` of each plan in the order given; log failures and go on."""
+) -> list[HookFailure]:
+    """``on_destroy`` of each plan in the order given; log failures, go on, return them."""
+    failures = []
+    secrets = secret_strings(inputs.values())
     for plan in plans:
         try:
             await _call_hook(plan, "on_destroy", sandbox, inputs)
         except Exception as exc:
-            logger.error(
-                "sandbox hook %s.on_destroy failed (session %s): %s: %s",
-                plan.name,
-                sandbox.session_id,
-                type(exc).__name__,
-                exc,
-                exc_info=exc,
+            failure = HookFailure(
+                plan.name, "on_destroy", type(exc).__name__, scrub(str(exc), secrets)
             )
+            failures.append(failure)
+            # The traceback repeats the message, so it is left out when that held a secret.
+            logger.error(
+                "%s (session %s)",
+                failure,
+                sandbox.session_id,
+                exc_info=exc if failure.message == str(exc) else None,
+            )
+    return failures
 
 
 async def _delete(sandbox: Sandbox) -> None:
@@ -196,10 +218,14 @@ async def close_sandbox(
     sandbox: Sandbox,
     plan: LifecyclePlan,
     inputs: Mapping[str, SessionInput],
-) -> None:
-    """Run every ``on_destroy`` in reverse, then delete the sandbox, whatever happens."""
+) -> list[HookFailure]:
+    """Run every ``on_destroy`` in reverse, then delete the sandbox, whatever happens.
+
+    Returns the ``on_destroy`` failures (already logged), so a caller such as
+    the CLI can fail the run: an artifact that was not saved is a failure.
+    """
     with anyio.CancelScope(shield=True):
         try:
-            await _destroy_all(reversed(plan.hooks), sandbox, inputs)
+            return await _destroy_all(reversed(plan.hooks), sandbox, inputs)
         finally:
             await _delete(sandbox)

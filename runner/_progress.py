@@ -15,7 +15,8 @@ class ProgressPrinter:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.last_hook_failure: dict[str, Any] | None = None
+        #: (hook, point) -> its error message as reported (secrets scrubbed).
+        self.hook_errors: dict[tuple[str, str], str] = {}
 
     def _write(self, text: str) -> None:
         self.stream.write(text + "\n")
@@ -34,7 +35,7 @@ class ProgressPrinter:
         elif kind == "hook_finished":
             self._write(f"  {event['hook']}.{event['point']} ok{took}")
         elif kind == "hook_failed":
-            self.last_hook_failure = event
+            self.hook_errors[(event["hook"], event["point"])] = event["error"]
             self._write(
                 f"  {event['hook']}.{event['point']} FAILED{took}: "
                 f"{event['error_type']}: {event['error']}"

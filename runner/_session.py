@@ -18,7 +18,7 @@ import anyio
 from ._errors import SessionTerminatedError
 from ._events import emit
 from ._inputs import SessionInput
-from ._lifecycle import LifecyclePlan, close_sandbox
+from ._lifecycle import HookFailure, LifecyclePlan, close_sandbox
 from ._model import Message, Model, TurnResult
 from ._turns import run_turn
 from .sandboxes.base import Sandbox
@@ -53,8 +53,10 @@ class Session:
             self._conversation.append({"role": "system", "content": agent.instructions})
         self._turn_lock = anyio.Lock()
         self._turn_scope: anyio.CancelScope | None = None
-        self._close_lock = anyio.Lock()
+        self._closed = anyio.Event()
         self._closed_because: str | None = None
+        #: The ``on_destroy`` failures of the close (logged, and kept for callers).
+        self.destroy_failures: list[HookFailure] = []
         self.ttl_seconds = ttl_seconds
         self.deadline = anyio.current_time() + ttl_seconds if ttl_seconds else None
 
@@ -116,23 +118,25 @@ class Session:
         await self.close(reason="cancelled")
 
     async def close(self, *, reason: str = "closed") -> None:
-        """Close once; later calls return at once.  Cleanup survives cancellation."""
-        if self._status == "terminated":
-            return
-        if self._turn_scope is not None:
-            self._turn_scope.cancel()
+        """Close once.  A second call waits for the first to finish; cleanup
+        survives cancellation."""
         with anyio.CancelScope(shield=True):
-            async with self._close_lock:
-                if self._status == "terminated":
-                    return
-                self._status = "terminated"
-                self._closed_because = reason
-                emit("session_closing", session_id=self.id, reason=reason)
-                try:
-                    if self.sandbox is not None:
-                        await close_sandbox(self.sandbox, self._plan, self.inputs)
-                finally:
-                    emit("session_closed", session_id=self.id, reason=reason)
+            if self._status == "terminated":
+                await self._closed.wait()
+                return
+            self._status = "terminated"
+            self._closed_because = reason
+            if self._turn_scope is not None:
+                self._turn_scope.cancel()
+            emit("session_closing", session_id=self.id, reason=reason)
+            try:
+                if self.sandbox is not None:
+                    self.destroy_failures = await close_sandbox(
+                        self.sandbox, self._plan, self.inputs
+                    )
+            finally:
+                self._closed.set()
+                emit("session_closed", session_id=self.id, reason=reason)
 
     async def _close_if_expired(self) -> None:
         if self._status != "terminated" and self.expired:

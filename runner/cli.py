@@ -211,19 +211,23 @@ async def _run_session(
         emit_json(event)
 
     async def watch_signals(scope: anyio.CancelScope) -> None:
+        # The receiver stays open until the end, so a second Ctrl-C cannot
+        # interrupt the on_destroy hooks the first one started.
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for received in signals:
+                if interrupted:
+                    click.echo("runner: still cleaning up; on_destroy is running", err=True)
                 interrupted.append(received)
                 scope.cancel()
-                return
 
     code = EXIT_OK
     turn_text: str | None = None
     failure: Exception | None = None
     agent = compiled.agent
+    session: Any = None
 
     async def work() -> None:
-        nonlocal code, turn_text
+        nonlocal code, turn_text, session
         if prompt is not None:
             agent.resolve_model()  # a model that cannot run fails before any sandbox
         session = await agent.start_session(session_inputs=values)
@@ -254,16 +258,21 @@ async def _run_session(
         click.echo(f"runner: {failure}", err=True)
         code = EXIT_FAILED
     elif failure is not None:
-        hook_failure = printer.last_hook_failure
-        if hook_failure:
+        hook = getattr(failure, "runner_hook", None)
+        if hook:
+            error = printer.hook_errors.get(hook, str(failure))
             click.echo(
-                f"runner: hook {hook_failure['hook']}.{hook_failure['point']} failed: "
-                f"{hook_failure['error_type']}: {hook_failure['error']}",
+                f"runner: hook {hook[0]}.{hook[1]} failed: {type(failure).__name__}: {error}",
                 err=True,
             )
         else:
             click.echo(f"runner: run failed: {type(failure).__name__}: {failure}", err=True)
         code = EXIT_FAILED
+    if session is not None and session.destroy_failures:
+        for destroy_failure in session.destroy_failures:
+            click.echo(f"runner: {destroy_failure}", err=True)
+        if code == EXIT_OK:
+            code = EXIT_FAILED
     if interrupted:
         click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
         code = EXIT_INTERRUPTED

@@ -57,11 +57,14 @@ agent:
               python3 -c 'import json, sys; open("args.json", "w").write(json.dumps(sys.argv[1:]));
               open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))'
               {{ v.text }}
+          - run: ls -A > listing.txt
         on_destroy:
           - save: args.json
             to: args.json
           - save: arg.bin
             to: arg.bin
+          - save: listing.txt
+            to: listing.txt
 """
 
 
@@ -74,6 +77,8 @@ def run_capture(tmp_path: Path, value: str) -> tuple[list[str], bytes]:
         "run", str(config), "--input", f"t.value.text={value}", "--output-dir", str(out)
     )
     assert result.returncode == 0, result.stderr
+    # Nothing the value could have run made a file: only the capture's own files exist.
+    assert (out / "listing.txt").read_text().split() == ["arg.bin", "args.json", "listing.txt"]
     return json.loads((out / "args.json").read_text()), (out / "arg.bin").read_bytes()
 
 
@@ -98,7 +103,6 @@ def test_hostile_values_reach_the_sandbox_as_one_argument_byte_for_byte(tmp_path
     args, raw = run_capture(tmp_path, value)
     assert args == [value]
     assert raw == value.encode("utf-8")
-    assert not list(tmp_path.rglob("pwned"))
 
 
 @settings(
@@ -425,3 +429,150 @@ def test_info_reports_what_can_run_here(tmp_path) -> None:
     assert "MISTRAL_API_KEY: set" in result.stdout
     assert "sk-x" not in result.stdout
     assert "sandbox local" in result.stdout
+
+
+def test_a_failing_on_destroy_fails_the_run(tmp_path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "link").symlink_to(tmp_path)  # leads outside --output-dir
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: exporter
+                on_create: [{write: N.md, content: x}]
+                on_destroy: [{save: N.md, to: link/N.md}]
+        """,
+    )
+    result = runner("run", str(config), "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 1
+    assert "runner: sandbox hook exporter.on_destroy failed: StepFailedError:" in result.stderr
+    assert "through a symlink" in result.stderr
+    assert not (tmp_path / "N.md").exists()
+
+
+def test_the_error_names_the_hook_that_raised_not_the_last_to_fail(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - {name: a, on_destroy: [{run: exit 3}]}
+              - {name: b, on_create: [{run: exit 5}]}
+        """,
+    )
+    result = runner("run", str(config))
+    assert result.returncode == 1
+    assert (
+        "runner: hook b.on_create failed: StepFailedError: step 1 (exit 5) failed: command exited 5"
+        in result.stderr
+    )
+    assert "runner: hook a." not in result.stderr
+
+
+SECRET_CONFIG = """\
+version: 1
+inputs:
+  t.tok:
+    as: tok
+    secret: true
+    schema:
+      type: object
+      properties:
+        token: {type: string, pattern: "^[A-Za-z0-9!-]+$"}
+      required: [token]
+agent:
+  model: m
+  environment:
+    sandbox: local
+    hooks:
+      - name: uses-token
+        on_create:
+          - run: "python3 -c 'import sys; sys.stderr.write(\\"x\\" * 1500 + sys.argv[1] + \\"y\\" * 900); sys.exit(2)' {{ tok.token }}"
+"""
+
+
+def test_a_secret_that_fails_validation_is_not_shown(tmp_path) -> None:
+    config = write(tmp_path, SECRET_CONFIG)
+    for command in ("render", "run"):
+        result = runner(command, str(config), "--input", "t.tok.token=Sup3r Secret")
+        assert result.returncode == 2
+        assert "Sup3r Secret" not in result.stderr + result.stdout
+        assert "the value is secret and not shown" in result.stderr
+
+
+def test_a_secret_is_scrubbed_before_long_output_is_cut(tmp_path) -> None:
+    config = write(tmp_path, SECRET_CONFIG)
+    secret = "SECRETVALUE-ABCDEFGH"
+    result = runner("run", str(config), "--input", f"t.tok.token={secret}", "--json")
+    assert result.returncode == 1
+    for fragment in (secret, "ABCDEFGH", "SECRETVALUE"):
+        assert fragment not in result.stderr + result.stdout
+    assert "***" in result.stderr
+
+
+def test_an_optional_input_no_template_uses_is_accepted(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        inputs:
+          t.opt:
+            required: false
+            schema: {type: object, properties: {v: {type: string, default: d}}}
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - {name: h, on_create: [{run: "true"}]}
+        """,
+    )
+    assert runner("render", str(config), "--input", "t.opt.v=x").returncode == 0
+    assert runner("run", str(config)).returncode == 0
+
+
+def test_a_second_signal_does_not_cut_on_destroy_short(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: slow-exporter
+                on_create: [{write: MARK, content: "made\\n"}]
+                on_destroy: [{run: sleep 2}, {save: MARK, to: saved.txt}]
+              - name: waits
+                on_create: [{run: "sleep 60", timeout_seconds: 120}]
+        """,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path / "out")],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    progress = ""
+    deadline = time.monotonic() + 30
+    while "waits.on_create" not in progress and time.monotonic() < deadline:
+        progress += process.stderr.readline()
+    process.send_signal(signal.SIGINT)
+    while "slow-exporter.on_destroy" not in progress and time.monotonic() < deadline:
+        progress += process.stderr.readline()
+    process.send_signal(signal.SIGINT)
+    rest = process.communicate(timeout=30)[1]
+    assert process.returncode == 130
+    assert "still cleaning up" in rest
+    assert (tmp_path / "out" / "saved.txt").read_text() == "made\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]

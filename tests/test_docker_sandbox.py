@@ -218,3 +218,13 @@ def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:
         for container in created.values():
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+async def test_concurrent_deletes_of_one_container_both_succeed(docker_backend) -> None:
+    env = docker_backend.environment()
+    session = await agents.Agent(model="m", environment=env).start_session()
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(session.sandbox.delete)
+    await session.cancel()
+    assert docker_backend.leftovers() == []

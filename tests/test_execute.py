@@ -127,3 +127,9 @@ async def test_each_session_gets_a_fresh_workspace(backend) -> None:
         result = await second.sandbox.execute("ls -A")
     assert result.stdout == ""
     assert first.sandbox is not second.sandbox
+
+
+async def test_a_missing_cwd_is_an_exit_code_not_an_exception(sandbox) -> None:
+    result = await sandbox.execute("pwd", cwd="no/such/dir")
+    assert result.exit_code == 126
+    assert result.timed_out is False

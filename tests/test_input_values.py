@@ -22,9 +22,7 @@ def declared(*ids: str) -> dict[str, DeclaredInput]:
         },
     }
     return {
-        i: DeclaredInput(
-            i, agents.SessionInput.from_json_schema(i, schema), None, False, True, None
-        )
+        i: DeclaredInput(i, agents.SessionInput.from_json_schema(i, schema), None, True, None)
         for i in ids
     }
 

@@ -92,3 +92,13 @@ async def test_background_processes_are_killed_at_close(local_backend) -> None:
         pid = int((await session.sandbox.read_file("pid")).decode())
     status = Path(f"/proc/{pid}/status")
     assert not status.exists() or "\nState:\tZ" in status.read_text()
+
+
+async def test_finished_commands_leave_no_process_group_to_kill_later(local_backend) -> None:
+    async with await agents.Agent(
+        model="m", environment=local_backend.environment()
+    ).start_session() as session:
+        await session.sandbox.execute("true")
+        assert session.sandbox._process_groups == set()
+        await session.sandbox.execute("sleep 300 >/dev/null 2>&1 &")
+        assert len(session.sandbox._process_groups) == 1

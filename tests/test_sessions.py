@@ -247,3 +247,100 @@ async def test_status_is_running_during_a_turn() -> None:
         await session.run("hi")
         assert session.status == "waiting"
     assert seen == ["running"]
+
+
+async def test_a_second_close_waits_for_the_first_to_finish() -> None:
+    release = anyio.Event()
+    finished: list[str] = []
+
+    class SlowDestroy(agents.SandboxHook):
+        async def on_destroy(self, ctx) -> None:
+            await release.wait()
+            finished.append("destroyed")
+
+    agent = agents.Agent(model="m", environment=RecordingSandbox(hooks=[SlowDestroy()]))
+    session = await agent.start_session()
+    second_returned: list[bool] = []
+
+    async def second_close() -> None:
+        await session.cancel()
+        second_returned.append(finished == ["destroyed"])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.cancel)
+        await anyio.sleep(0.05)
+        tg.start_soon(second_close)
+        await anyio.sleep(0.05)
+        assert second_returned == []
+        release.set()
+    assert second_returned == [True]
+
+
+async def test_concurrent_calls_with_one_idempotency_key_share_one_session() -> None:
+    hook = Counter()
+    env = RecordingSandbox(hooks=[hook])
+    agent = agents.Agent(model="m", environment=env)
+    sessions: list = []
+
+    async def start() -> None:
+        sessions.append(await agent.start_session(idempotency_key="job"))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(start)
+    assert len({s.id for s in sessions}) == 1
+    assert hook.created == 1
+    await sessions[0].cancel()
+
+
+async def test_on_destroy_failures_are_kept_on_the_session() -> None:
+    class Fails(agents.SandboxHook):
+        async def on_destroy(self, ctx) -> None:
+            raise OSError("upload refused")
+
+    agent = agents.Agent(model="m", environment=RecordingSandbox(hooks=[Fails()]))
+    async with await agent.start_session() as session:
+        pass
+    assert [str(f) for f in session.destroy_failures] == [
+        "sandbox hook Fails.on_destroy failed: OSError: upload refused"
+    ]
+
+
+Token = agents.SessionInput.from_json_schema(
+    "acme.token",
+    {"type": "object", "properties": {"value": {"type": "string"}}},
+    secret=True,
+)
+
+
+async def test_secret_inputs_never_reach_hook_events_or_logs(caplog) -> None:
+    class Leaky(agents.SandboxHook):
+        async def on_destroy(self, ctx, *, token: Annotated[Token, agents.Depends()]) -> None:
+            raise RuntimeError(f"bad token {token.value}")
+
+    events: list[dict] = []
+    agent = agents.Agent(model="m", environment=RecordingSandbox(hooks=[Leaky()]))
+    with agents.listen(events.append), caplog.at_level("ERROR", logger="runner"):
+        async with await agent.start_session(
+            session_inputs={"acme.token": {"value": "sk-SECRET-1"}}
+        ) as session:
+            pass
+    failed = next(e for e in events if e["event"] == "hook_failed")
+    assert failed["error"] == "bad token ***"
+    assert "sk-SECRET-1" not in caplog.text
+    assert "bad token ***" in caplog.text
+    assert session.destroy_failures[0].message == "bad token ***"
+
+
+def test_a_secret_input_error_does_not_show_the_value() -> None:
+    Token = agents.SessionInput.from_json_schema(
+        "acme.token",
+        {"type": "object", "properties": {"value": {"type": "string", "pattern": "^[a-z]+$"}}},
+        secret=True,
+    )
+    with pytest.raises(agents.SessionInputError) as info:
+        Token.from_value({"value": "Sup3rSecret!"})
+    assert "Sup3rSecret!" not in str(info.value)
+    assert "fails the schema's 'pattern' rule (the value is secret and not shown)" in str(
+        info.value
+    )

@@ -151,3 +151,92 @@ def test_loops_quote_each_item() -> None:
         "touch{% for f in files %} {{ f }}{% endfor %}", shell=True, fields_by_name={"files": None}
     )
     assert shell.render({"files": ["a b", "c;d"]}) == "touch 'a b' 'c;d'"
+
+
+# Ways to smuggle a value out of its quoting, each found in review.  Every one
+# must be a validation error, so the value can never run as code.
+BYPASSES = [
+    pytest.param(
+        "echo {{ \"}}'\" }} '{{ repo.repository }}'", "single quotes", id="string-literal"
+    ),
+    pytest.param(
+        "echo {% raw %}{#{% endraw %}'{{ repo.repository }}'{% raw %}#}{% endraw %}",
+        "single quotes",
+        id="raw-comment",
+    ),
+    pytest.param(
+        'echo {% filter replace("\'", "") %}{{ repo.repository }}{% endfilter %}',
+        "{% filter %} is not allowed",
+        id="filter-block",
+    ),
+    pytest.param(
+        "{% macro m() %}{{ caller() }}{% endmacro %}echo {{ repo.repository }}",
+        "{% macro %} is not allowed",
+        id="macro",
+    ),
+    pytest.param(
+        "{% set s %}'{{ repo.repository }}'{% endset %}echo {{ s }}",
+        "{% set %}...{% endset %} is not allowed",
+        id="block-set",
+    ),
+    pytest.param("cat <<1\n{{ repo.repository }}\n1", "inside a heredoc", id="numeric-heredoc"),
+    pytest.param(
+        "cat <<EOF-1\nEOF\n{{ repo.repository }}\nEOF-1", "inside a heredoc", id="heredoc-prefix"
+    ),
+    pytest.param(
+        "cat <<$END\n{{ repo.repository }}\n", "inside a heredoc", id="heredoc-unreadable"
+    ),
+    pytest.param("echo $(( {{ repo.repository }} ))", "inside arithmetic", id="arithmetic"),
+    pytest.param("(( {{ repo.repository }} > 0 ))", "inside arithmetic", id="arith-command"),
+    pytest.param("[[ {{ repo.repository }} -eq 1 ]]", "inside [[ ]]", id="double-bracket"),
+    pytest.param("echo ${a[{{ repo.repository }}]}", "inside ${ }", id="subscript"),
+    pytest.param("eval {{ repo.repository }}", "inside eval", id="eval"),
+    pytest.param("let n={{ repo.repository }}", "inside a declaration", id="let"),
+    pytest.param("declare -i n={{ repo.repository }}", "inside a declaration", id="declare"),
+    pytest.param("local -i n={{ repo.repository }}", "inside a declaration", id="local-i"),
+    pytest.param("declare -i n\nn={{ repo.repository }}", "inside an assignment", id="int-var"),
+]
+
+
+@pytest.mark.parametrize(("command", "message"), BYPASSES)
+def test_quoting_bypasses_are_validation_errors(tmp_path, command, message) -> None:
+    import json
+
+    path = tmp_path / "agent.yaml"
+    document = {
+        "version": 1,
+        "inputs": {
+            "acme.repository": {
+                "as": "repo",
+                "schema": {"type": "object", "properties": {"repository": {"type": "string"}}},
+            }
+        },
+        "agent": {
+            "model": "m",
+            "environment": {
+                "sandbox": "local",
+                "hooks": [{"name": "h", "on_create": [{"run": command}]}],
+            },
+        },
+    }
+    path.write_text(json.dumps(document))
+    problems = validate_file(path)
+    assert len(problems) >= 1
+    assert message in problems[0].message
+    assert problems[0].path == ("agent", "environment", "hooks", 0, "on_create", 0, "run")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "[ {{ repo.repository }} = x ] && echo same",
+        "cat <<< {{ repo.repository }}",
+        "export NAME={{ repo.repository }}",
+        'echo "$(basename {{ repo.repository }})"',
+        "if true; then echo {{ repo.repository }}; fi",
+        "{% for part in repo.repository.split('/') %}echo {{ part }}\n{% endfor %}",
+        "cat <<EOF > notes.md\nliteral text\nEOF\necho {{ repo.repository }}",
+    ],
+)
+def test_plain_word_positions_are_accepted(tmp_path, command) -> None:
+    assert check(tmp_path, "          - run: " + __import__("json").dumps(command) + "\n") == []

@@ -109,3 +109,10 @@ def test_an_oversized_file_is_refused_before_parsing(tmp_path) -> None:
 def test_a_missing_file_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_file(tmp_path / "nope.yaml")
+
+
+def test_deep_nesting_is_a_positioned_error_not_a_crash() -> None:
+    text = "a: " + "[" * 200 + "]" * 200 + "\n"
+    (message,) = problems(text)
+    assert "nesting deeper than 64 levels" in message
+    assert message.startswith("f.yaml:1:")

@@ -13,7 +13,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +69,11 @@ class DeclaredInput:
     input_id: str
     input_class: type[SessionInput]
     alias: str | None
-    secret: bool
     required: bool
     fields: frozenset[str] | None  # None: the schema does not list its fields
 
     def binding(self) -> InputBinding:
-        return InputBinding(self.input_class, self.alias, self.secret)
+        return InputBinding(self.input_class, self.alias)
 
 
 @dataclass
@@ -85,7 +84,6 @@ class CompiledConfig:
     agent: Any  # runner.Agent
     inputs: dict[str, DeclaredInput]
     paths: Paths
-    hooks_paths: list[JsonPath] = field(default_factory=list)
 
 
 class _Compiler:
@@ -149,17 +147,17 @@ class _Compiler:
                     )
                     continue
             properties = schema.get("properties")
-            fields = frozenset(properties) if isinstance(properties, dict) else None
-            if fields is not None and schema.get("additionalProperties", True) is not False:
-                # Extra fields are allowed by the schema; still, a typo is likelier.
-                pass
             self.inputs[input_id] = DeclaredInput(
                 input_id=input_id,
-                input_class=SessionInput.from_json_schema(input_id, schema, optional=not required),
+                input_class=SessionInput.from_json_schema(
+                    input_id,
+                    schema,
+                    optional=not required,
+                    secret=bool(spec.get("secret", False)),
+                ),
                 alias=alias,
-                secret=bool(spec.get("secret", False)),
                 required=required,
-                fields=fields,
+                fields=frozenset(properties) if isinstance(properties, dict) else None,
             )
 
     # --- templates ----------------------------------------------------------
@@ -392,7 +390,7 @@ class _Compiler:
                 instructions=agent_spec.get("instructions"),
                 base_url=agent_spec.get("base_url"),
                 environment=environment,
-                inputs=[d.input_class for d in self.inputs.values() if d.required],
+                inputs=[d.input_class for d in self.inputs.values()],
                 **(
                     {"max_tool_calls": agent_spec["max_tool_calls"]}
                     if "max_tool_calls" in agent_spec

@@ -1,12 +1,23 @@
-"""Where a ``{{ }}`` placeholder sits in shell syntax, found without running anything.
+"""Where each ``{{ }}`` placeholder lands in shell syntax, found without running anything.
 
-Values are shell-quoted for the author, so a placeholder must stand where a
-word can start: quoting it again (``"{{ x }}"``) would glue the quotes into
-the value, and inside backticks or a heredoc the shell re-reads the text as
-code.  :func:`quoted_placeholders` scans a ``run`` template and reports every
-placeholder that sits inside single or double quotes, ``$'...'``, backticks or
-a heredoc body.  ``$( )`` starts a fresh context, so ``"$(cat {{ f }})"`` is
-fine.  Jinja ``{% %}`` and ``{# #}`` blocks are skipped: they print nothing.
+Values are shell-quoted for the author, so a placeholder must stand where
+the shell reads a plain word.  Elsewhere quoting does not protect it:
+
+- inside quotes (``"{{ x }}"``) the added quotes become part of the value;
+- inside backticks or a heredoc body the shell re-reads the text as code;
+- in arithmetic (``$(( ))``, ``(( ))``, ``[[ ]]``, ``let``, array subscripts
+  in ``${ }``) bash evaluates a quoted ``a[$(cmd)]`` and runs ``cmd``;
+- ``eval``, ``declare``/``typeset`` (and ``local``/``export``/``readonly``
+  with flags) evaluate their arguments again.
+
+The scan runs on a *skeleton* of the template built from Jinja's parse tree
+(see ``templates.shell_skeleton``): the literal text the template can print,
+with one ``MARK`` character where each ``{{ }}`` prints.  Scanning what Jinja
+prints, not the raw source, means no Jinja trick (a string literal holding
+``}}``, a ``{% raw %}`` block) can hide a quote from the check.  ``$( )``
+starts a fresh context, so ``"$(cat {{ f }})"`` is fine.  When in doubt the
+scan refuses: it errs on the side of a validation error, never of running a
+value as code.
 """
 
 from __future__ import annotations
@@ -14,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_HEREDOC = re.compile(r"<<(-?)[ \t]*(?:'([^']*)'|\"([^\"]*)\"|\\?([A-Za-z_][A-Za-z0-9_]*))")
+#: Stands for one placeholder in a skeleton (templates may not contain NUL).
+MARK = "\x00"
 
 HINTS = {
     "single quotes": "values are quoted for you; remove the quotes",
@@ -22,151 +34,284 @@ HINTS = {
     "$'...' quotes": "values are quoted for you; remove the quotes",
     "backticks": "the shell re-reads backtick text as code; use $( ) instead",
     "a heredoc": "heredoc text is not re-quoted; write the file with a write: step instead",
+    "a heredoc delimiter": "use a fixed delimiter word such as EOF",
+    "arithmetic": "bash evaluates arithmetic operands as code; use a test: [ {{ x }} -gt 0 ]",
+    "[[ ]]": "bash evaluates [[ ]] operands arithmetically; use [ ] (test) instead",
+    "${ }": "put the value in a plain word instead of a parameter expansion",
+    "eval": "eval runs its arguments as code; pass the value as a plain argument",
+    "a declaration": "declare, typeset and let can evaluate values; assign with NAME={{ x }}",
+    "an assignment": "this script declares integer or array variables, whose assignments "
+    "evaluate values; assign to a plain variable instead",
 }
+
+_METACHARACTERS = set(" \t\n;|&()<>")
+_COMMAND_SEPARATORS = set(";|&(\n")
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "time", "{"}
+_EVALUATING = {
+    "eval": "eval",
+    "let": "a declaration",
+    "declare": "a declaration",
+    "typeset": "a declaration",
+}
+_DECLARING_WITH_FLAGS = {"local", "export", "readonly"}
+_ATTRIBUTE_DECLARATION = re.compile(r"\b(?:declare|typeset|local|export|readonly)\s+-\w*[iaA]")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 
 
 @dataclass(frozen=True)
-class QuotedPlaceholder:
-    offset: int  # of the "{{" in the template source
-    context: str  # a key of HINTS
+class UnsafePlaceholder:
+    """The ``index``-th placeholder of a template sits in ``context``."""
+
+    index: int
+    context: str
 
     @property
     def message(self) -> str:
         return f"{{{{ }}}} inside {self.context}: {HINTS[self.context]}"
 
 
-def _skip_jinja(source: str, i: int) -> int:
-    """Index just past the Jinja tag starting at ``i``, or ``i`` if none starts there."""
-    closers = {"{{": "}}", "{%": "%}", "{#": "#}"}
-    closer = closers.get(source[i : i + 2])
-    if closer is None:
-        return i
-    end = source.find(closer, i + 2)
-    return len(source) if end < 0 else end + 2
+class _Scanner:
+    def __init__(self, skeleton: str) -> None:
+        self.text = skeleton
+        self.found: dict[int, str] = {}
+        self.marks_before: list[int] = []  # running count of MARKs, per position
+        count = 0
+        for char in skeleton:
+            self.marks_before.append(count)
+            if char == MARK:
+                count += 1
+        self.integer_variables = bool(_ATTRIBUTE_DECLARATION.search(skeleton))
 
+    def flag(self, position: int, context: str) -> None:
+        self.found.setdefault(self.marks_before[position], context)
 
-def quoted_placeholders(source: str) -> list[QuotedPlaceholder]:
-    """Every placeholder of ``source`` that is not at a shell word position."""
-    found: list[QuotedPlaceholder] = []
-    # Stack of contexts: "normal", "subst" (inside $( ), with a paren depth),
-    # "double", "single", "ansi", "backtick".
-    stack: list[list] = [["normal", 0]]
-    pending_heredocs: list[tuple[str, bool]] = []
-    i = 0
-    n = len(source)
-    word_start = True
-    while i < n:
-        context = stack[-1][0]
-        two = source[i : i + 2]
-        if two in ("{{", "{%", "{#"):
-            if two == "{{" and context in ("double", "single", "ansi", "backtick"):
-                names = {
-                    "double": "double quotes",
-                    "single": "single quotes",
-                    "ansi": "$'...' quotes",
-                    "backtick": "backticks",
-                }
-                found.append(QuotedPlaceholder(i, names[context]))
-            i = _skip_jinja(source, i)
-            word_start = False
-            continue
-        char = source[i]
-        if context == "single":
-            if char == "'":
-                stack.pop()
-            i += 1
-            continue
-        if context in ("ansi", "backtick"):
-            if char == "\\":
-                i += 2
-                continue
-            if (context == "ansi" and char == "'") or (context == "backtick" and char == "`"):
-                stack.pop()
-            i += 1
-            continue
-        if context == "double":
+    def flag_range(self, start: int, end: int, context: str) -> None:
+        for position in range(start, min(end, len(self.text))):
+            if self.text[position] == MARK:
+                self.flag(position, context)
+
+    # Each scan_* method starts after an opening token and returns the index
+    # just past its closing token (or the end of the text, if it never closes).
+
+    def scan_single(self, i: int, context: str = "single quotes") -> int:
+        end = self.text.find("'", i)
+        end = len(self.text) if end < 0 else end
+        self.flag_range(i, end, context)
+        return end + 1
+
+    def scan_escaped_until(self, i: int, closer: str, context: str) -> int:
+        """$'...' and backticks: backslash escapes, no nesting we need to follow."""
+        n = len(self.text)
+        while i < n and self.text[i] != closer:
+            if self.text[i] == MARK:
+                self.flag(i, context)
+            i += 2 if self.text[i] == "\\" else 1
+        return i + 1
+
+    def scan_double(self, i: int) -> int:
+        n = len(self.text)
+        while i < n:
+            char = self.text[i]
+            if char == MARK:
+                self.flag(i, "double quotes")
             if char == "\\":
                 i += 2
             elif char == '"':
-                stack.pop()
-                i += 1
-            elif two == "$(":
-                stack.append(["subst", 1])
-                i += 2
+                return i + 1
+            elif self.text.startswith("$((", i):
+                i = self.scan_arithmetic(i + 3)
+            elif self.text.startswith("$(", i):
+                i = self.scan_commands(i + 2, closer=")")
+            elif self.text.startswith("${", i):
+                i = self.scan_parameter(i + 2)
             elif char == "`":
-                stack.append(["backtick", 0])
-                i += 1
+                i = self.scan_escaped_until(i + 1, "`", "backticks")
             else:
                 i += 1
-            continue
-        # normal or subst: unquoted shell text
-        if char == "\\":
-            i += 2
-            word_start = False
-            continue
-        if char == "#" and word_start:
-            end = source.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        if char == "\n":
+        return n
+
+    def scan_arithmetic(self, i: int) -> int:
+        depth = 0
+        n = len(self.text)
+        while i < n:
+            if self.text[i] == MARK:
+                self.flag(i, "arithmetic")
+            if self.text[i] == "(":
+                depth += 1
+            elif self.text[i] == ")":
+                if depth == 0 and self.text.startswith("))", i):
+                    return i + 2
+                depth -= 1
             i += 1
-            word_start = True
-            if pending_heredocs:
-                i = _skip_heredoc_bodies(source, i, pending_heredocs, found)
-                pending_heredocs = []
-            continue
-        if two == "<<" and source[i : i + 3] != "<<<":
-            match = _HEREDOC.match(source, i)
-            if match:
-                delimiter = match.group(2) or match.group(3) or match.group(4) or ""
-                pending_heredocs.append((delimiter, bool(match.group(1))))
-                i = match.end()
+        return n
+
+    def scan_parameter(self, i: int) -> int:
+        depth = 1
+        n = len(self.text)
+        start = i
+        while i < n and depth:
+            if self.text[i] == "{":
+                depth += 1
+            elif self.text[i] == "}":
+                depth -= 1
+            elif self.text[i] == "\\":
+                i += 1
+            i += 1
+        self.flag_range(start, i, "${ }")
+        return i
+
+    def scan_double_bracket(self, i: int) -> int:
+        end = self.text.find("]]", i)
+        end = len(self.text) if end < 0 else end
+        self.flag_range(i, end, "[[ ]]")
+        return end + 2
+
+    def read_heredoc_word(self, i: int) -> tuple[str | None, int]:
+        """The delimiter after ``<<``/``<<-`` (quotes removed), or None if unsure."""
+        n = len(self.text)
+        while i < n and self.text[i] in " \t":
+            i += 1
+        start = i
+        while i < n and self.text[i] not in _METACHARACTERS:
+            i += 1
+        word = self.text[start:i]
+        if not word or MARK in word or "$" in word or "`" in word:
+            if MARK in word:
+                self.flag_range(start, i, "a heredoc delimiter")
+            return None, i
+        return word.replace("'", "").replace('"', "").replace("\\", ""), i
+
+    def skip_heredoc_bodies(self, i: int, heredocs: list[tuple[str | None, bool]]) -> int:
+        n = len(self.text)
+        for delimiter, strip_tabs in heredocs:
+            if delimiter is None:  # a delimiter we cannot read: all the rest may be body
+                self.flag_range(i, n, "a heredoc")
+                return n
+            while i < n:
+                end = self.text.find("\n", i)
+                line_end = n if end < 0 else end
+                line = self.text[i:line_end]
+                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                    i = line_end + 1
+                    break
+                self.flag_range(i, line_end, "a heredoc")
+                i = line_end + 1
+        return min(i, n)
+
+    def scan_commands(self, i: int, closer: str | None = None) -> int:
+        """Unquoted shell text, up to ``closer`` (for ``$( )``) or the end."""
+        n = len(self.text)
+        depth = 0
+        heredocs: list[tuple[str | None, bool]] = []
+        command: str | None = None  # the first word of the current simple command
+        command_flags = False
+        at_command_start = True
+        word_start = True
+        while i < n:
+            char = self.text[i]
+            if char == MARK:
+                if command in _EVALUATING:
+                    self.flag(i, _EVALUATING[command])
+                elif command in _DECLARING_WITH_FLAGS and command_flags:
+                    self.flag(i, "a declaration")
+                elif self.integer_variables and _ASSIGNMENT.search(self._word_before(i)):
+                    self.flag(i, "an assignment")
+                i += 1
+                word_start = at_command_start = False
+                continue
+            if char == "\\":
+                i += 2
+                word_start = at_command_start = False
+                continue
+            if char == "#" and word_start:
+                end = self.text.find("\n", i)
+                i = n if end < 0 else end
+                continue
+            if char == "\n":
+                i += 1
+                if heredocs:
+                    i = self.skip_heredoc_bodies(i, heredocs)
+                    heredocs = []
+                command, command_flags = None, False
+                word_start = at_command_start = True
+                continue
+            if self.text.startswith("<<<", i):  # a here-string: its word is a plain word
+                i += 3
+                word_start = True
+                continue
+            if self.text.startswith("<<", i):
+                strip_tabs = self.text.startswith("<<-", i)
+                delimiter, i = self.read_heredoc_word(i + (3 if strip_tabs else 2))
+                heredocs.append((delimiter, strip_tabs))
                 word_start = False
                 continue
-        if two == "$'":
-            stack.append(["ansi", 0])
-            i += 2
-        elif two == "$(":
-            stack.append(["subst", 1])
-            i += 2
-        elif char == "'":
-            stack.append(["single", 0])
-            i += 1
-        elif char == '"':
-            stack.append(["double", 0])
-            i += 1
-        elif char == "`":
-            stack.append(["backtick", 0])
-            i += 1
-        elif context == "subst" and char == "(":
-            stack[-1][1] += 1
-            i += 1
-        elif context == "subst" and char == ")":
-            stack[-1][1] -= 1
-            if stack[-1][1] == 0:
-                stack.pop()
-            i += 1
-        else:
-            i += 1
-        word_start = char in " \t;|&()<>"
-    return found
+            if self.text.startswith("$((", i) or (
+                at_command_start and self.text.startswith("((", i)
+            ):
+                i = self.scan_arithmetic(i + (3 if char == "$" else 2))
+                word_start = at_command_start = False
+                continue
+            if word_start and self.text.startswith("[[", i):
+                i = self.scan_double_bracket(i + 2)
+                word_start = at_command_start = False
+                continue
+            if self.text.startswith("$(", i):
+                i = self.scan_commands(i + 2, closer=")")
+            elif self.text.startswith("${", i):
+                i = self.scan_parameter(i + 2)
+            elif self.text.startswith("$'", i):
+                i = self.scan_escaped_until(i + 2, "'", "$'...' quotes")
+            elif char == "'":
+                i = self.scan_single(i + 1)
+            elif char == '"':
+                i = self.scan_double(i + 1)
+            elif char == "`":
+                i = self.scan_escaped_until(i + 1, "`", "backticks")
+            elif char == "(":
+                depth += 1
+                i += 1
+            elif char == ")":
+                if closer == ")" and depth == 0:
+                    return i + 1
+                depth -= 1
+                i += 1
+            elif char in _METACHARACTERS:
+                i += 1
+                if char in _COMMAND_SEPARATORS:
+                    command, command_flags = None, False
+                    at_command_start = True
+                word_start = True
+                continue
+            else:
+                if word_start:
+                    word = self._word_at(i)
+                    if at_command_start and word not in _KEYWORDS and not _ASSIGNMENT.match(word):
+                        command, at_command_start = word, False
+                    elif word.startswith("-") and command is not None:
+                        command_flags = True
+                i += 1
+            word_start = False
+        return n
+
+    def _word_at(self, i: int) -> str:
+        end = i
+        while (
+            end < len(self.text)
+            and self.text[end] not in _METACHARACTERS
+            and self.text[end] not in "'\"`$" + MARK
+        ):
+            end += 1
+        return self.text[i:end]
+
+    def _word_before(self, i: int) -> str:
+        start = i
+        while start > 0 and self.text[start - 1] not in _METACHARACTERS:
+            start -= 1
+        return self.text[start:i]
 
 
-def _skip_heredoc_bodies(
-    source: str, i: int, heredocs: list[tuple[str, bool]], found: list[QuotedPlaceholder]
-) -> int:
-    """Consume the bodies of the heredocs opened on the previous line."""
-    for delimiter, strip_tabs in heredocs:
-        while i < len(source):
-            end = source.find("\n", i)
-            line_end = len(source) if end < 0 else end
-            line = source[i:line_end]
-            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-                i = line_end + 1
-                break
-            start = source.find("{{", i, line_end)
-            while start >= 0:
-                found.append(QuotedPlaceholder(start, "a heredoc"))
-                start = source.find("{{", start + 2, line_end)
-            i = line_end + 1
-    return min(i, len(source))
+def unsafe_placeholders(skeleton: str) -> list[UnsafePlaceholder]:
+    """Every placeholder of ``skeleton`` that does not stand as a plain shell word."""
+    scanner = _Scanner(skeleton)
+    scanner.scan_commands(0)
+    return [UnsafePlaceholder(index, context) for index, context in sorted(scanner.found.items())]

@@ -23,11 +23,9 @@ from .._dependencies import Depends
 from .._errors import AgentsError
 from .._events import emit
 from .._hooks import SandboxCallbackContext, SandboxHook
-from .._inputs import SessionInput
+from .._inputs import MASK, SessionInput, scrub, secret_strings
 from .host_paths import resolve_inside
 from .templates import Fields, Template
-
-MASK = "***"
 
 
 class StepFailedError(AgentsError):
@@ -44,7 +42,10 @@ class InputBinding:
 
     input_class: type[SessionInput]
     alias: str | None
-    secret: bool = False
+
+    @property
+    def secret(self) -> bool:
+        return self.input_class.__secret__
 
     @property
     def parameter(self) -> str:
@@ -91,32 +92,11 @@ def _masked(value: Any) -> Any:
     return MASK if isinstance(value, str) else value
 
 
-def secret_strings(
-    bindings: Sequence[InputBinding], values: Mapping[str, SessionInput]
-) -> list[str]:
-    """The secret input values, longest first, to scrub from messages."""
-    found: list[str] = []
-
-    def collect(value: Any) -> None:
-        if isinstance(value, str) and value:
-            found.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                collect(item)
-        elif isinstance(value, list):
-            for item in value:
-                collect(item)
-
-    for binding in bindings:
-        if binding.secret and binding.input_class.input_id in values:
-            collect(values[binding.input_class.input_id].to_dict())
-    return sorted(set(found), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
+def _shorten(text: str, limit: int = 1500) -> str:
+    """Head and tail of a long message, cut only after secrets were scrubbed."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:300]} [... {len(text) - limit} characters ...] {text[-(limit - 300) :]}"
 
 
 @dataclass
@@ -168,7 +148,7 @@ class RunStep(Step):
         )
         if self.check and result.exit_code != 0:
             reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
-            detail = result.stderr.strip()[-1000:] or result.stdout.strip()[-1000:]
+            detail = result.stderr.strip() or result.stdout.strip()
             raise StepFailedError(
                 f"command {reason}" + (f": {detail}" if detail else ""), exit_code=result.exit_code
             )
@@ -293,7 +273,7 @@ class StepsHook(SandboxHook):
         values = self._values(inputs)
         context = self.context(values, ctx.session_id)
         shown = self.context(values, ctx.session_id, mask=True)
-        secrets = secret_strings(self.bindings, values)
+        secrets = secret_strings(values.values())
         for index, step in enumerate(steps):
             title = step.title(shown)
             common = {
@@ -309,7 +289,7 @@ class StepsHook(SandboxHook):
             try:
                 details = await step.run(ctx, context, self.paths)
             except Exception as exc:
-                message = scrub(str(exc), secrets)
+                message = _shorten(scrub(str(exc), secrets))
                 emit(
                     "step_failed",
                     **common,
@@ -326,8 +306,8 @@ class StepsHook(SandboxHook):
                     ),
                     exit_code=getattr(exc, "exit_code", 1),
                 )
-                # A message that held a secret loses its cause, whose text holds it too.
-                raise failure from (None if message != str(exc) else exc)
+                # With secret inputs the cause is dropped: its text may hold them.
+                raise failure from (None if secrets else exc)
             emit(
                 "step_finished", **common, duration_seconds=time.perf_counter() - started, **details
             )

@@ -172,6 +172,83 @@ def _name_offset(source: str, name: str) -> int:
     return 0
 
 
+#: Block tags that rewrite what their body prints, after values were quoted
+#: (a filter could strip the quotes again), or hide output in ways the shell
+#: check cannot follow.  Not allowed in ``run`` commands.
+_FORBIDDEN_IN_SHELL = {
+    nodes.FilterBlock: "{% filter %}",
+    nodes.Macro: "{% macro %}",
+    nodes.CallBlock: "{% call %}",
+    nodes.AssignBlock: "{% set %}...{% endset %}",
+    nodes.Include: "{% include %}",
+    nodes.Import: "{% import %}",
+    nodes.FromImport: "{% from ... import %}",
+    nodes.Extends: "{% extends %}",
+}
+
+
+def shell_skeleton(tree: nodes.Template) -> tuple[str, list[nodes.Node]]:
+    """The text a template can print, with ``MARK`` where each ``{{ }}`` prints.
+
+    Built from the parse tree, so Jinja syntax (string literals, raw blocks,
+    comments) cannot disguise what the shell will read.  Both branches of an
+    ``if`` are laid end to end: a quote left open in one is treated as open.
+    """
+    from .shell_context import MARK
+
+    parts: list[str] = []
+    outputs: list[nodes.Node] = []
+
+    def visit(node: nodes.Node) -> None:
+        if isinstance(node, nodes.Output):
+            for child in node.nodes:
+                if isinstance(child, nodes.TemplateData):
+                    parts.append(child.data)
+                else:
+                    parts.append(MARK)
+                    outputs.append(child)
+            return
+        for child in node.iter_child_nodes():
+            visit(child)
+
+    visit(tree)
+    return "".join(parts), outputs
+
+
+def _placeholder_offsets(source: str) -> list[int]:
+    import re
+
+    return [m.start() for m in re.finditer(r"\{\{", source)]
+
+
+def _shell_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
+    from .shell_context import unsafe_placeholders
+
+    problems = []
+    for node_type, tag in _FORBIDDEN_IN_SHELL.items():
+        for node in tree.find_all(node_type):
+            problems.append(
+                TemplateProblem(
+                    _offset_of_line(source, node.lineno),
+                    f"{tag} is not allowed in a run command: it can change values after "
+                    "they were quoted; compute the value in a plain {{ }} instead",
+                )
+            )
+    if "\0" in source:
+        problems.append(TemplateProblem(source.index("\0"), "a command may not contain NUL"))
+    if problems:
+        return problems
+    skeleton, outputs = shell_skeleton(tree)
+    offsets = _placeholder_offsets(source)
+    for unsafe in unsafe_placeholders(skeleton):
+        if len(offsets) == len(outputs):
+            offset = offsets[unsafe.index]
+        else:  # {{ inside raw blocks shifts the count: fall back to the line
+            offset = _offset_of_line(source, outputs[unsafe.index].lineno)
+        problems.append(TemplateProblem(offset, unsafe.message))
+    return problems
+
+
 def compile_template(
     source: str,
     *,
@@ -218,9 +295,7 @@ def compile_template(
                     )
                 )
     if shell:
-        from .shell_context import quoted_placeholders
-
-        problems.extend(TemplateProblem(q.offset, q.message) for q in quoted_placeholders(source))
+        problems.extend(_shell_problems(source, tree))
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
     return Template(source, shell, names, tree), []

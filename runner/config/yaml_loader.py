@@ -18,7 +18,6 @@ Python data itself, so that:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,8 @@ from yaml.scanner import Scanner
 from .errors import ConfigError, ConfigProblem, JsonPath
 
 MAX_BYTES = 1_000_000
+#: Far deeper than any real config; keeps hostile files away from Python's recursion limit.
+MAX_DEPTH = 64
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -141,9 +142,6 @@ class Document:
         line, column = where or self.position(path)
         return ConfigProblem(self.file, line, column, message, tuple(path))
 
-    def iter_paths(self) -> Iterator[JsonPath]:
-        return iter(self.positions)
-
 
 def _position(node: Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
@@ -159,6 +157,9 @@ class _Builder:
         self.problems.append(ConfigProblem(self.document.file, line, column, message, path))
 
     def build(self, node: Node, path: JsonPath) -> Any:
+        if len(path) > MAX_DEPTH:
+            self.problem(node, path, f"nesting deeper than {MAX_DEPTH} levels")
+            return None
         self.document.positions[path] = _position(node)
         self.document.nodes[path] = node
         if node.tag not in _STANDARD_TAGS:

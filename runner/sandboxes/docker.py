@@ -19,7 +19,6 @@ happens on first use, never at import time.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import posixpath
@@ -278,6 +277,7 @@ class DockerSandbox(Sandbox):
         self.shell = shell
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self._deleted = False
+        self._delete_lock = anyio.Lock()
 
     @property
     def container_id(self) -> str:
@@ -346,10 +346,11 @@ class DockerSandbox(Sandbox):
         await self.client.call(_write_file, self.container_id, self._path(path), payload)
 
     async def delete(self) -> None:
-        if self._deleted:
-            return
-        await self.client.call(_remove_container, self.container_id)
-        self._deleted = True
+        async with self._delete_lock:  # a second caller waits, then finds it gone
+            if self._deleted:
+                return
+            await self.client.call(_remove_container, self.container_id)
+            self._deleted = True
 
 
 # --- blocking helpers, run in worker threads --------------------------------
@@ -467,10 +468,15 @@ def _write_file(client: docker.DockerClient, container_id: str, path: str, data:
 
 
 def _remove_container(client: docker.DockerClient, container_id: str) -> None:
-    from docker.errors import NotFound
+    from docker.errors import APIError, NotFound
 
-    with contextlib.suppress(NotFound):
+    try:
         client.api.remove_container(container_id, force=True, v=True)
+    except NotFound:
+        pass
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: another removal of it is already under way
+            raise
 
 
 def _short(exc: Exception) -> str:

@@ -151,6 +151,13 @@ class LocalSandbox(Sandbox):
         workdir = self._path(cwd) if cwd else Path(self.workspace)
         full_env = {**self._base_env, **check_env(env)}
         started = time.perf_counter()
+        if not workdir.is_dir():  # as a shell would report it, not as an exception
+            return SandboxExecutionResult(
+                exit_code=126,
+                stdout="",
+                stderr=f"cannot change directory to {cwd}: no such directory\n",
+                duration_seconds=time.perf_counter() - started,
+            )
         stdout = bytearray()
         stderr = bytearray()
         timed_out = False
@@ -178,6 +185,9 @@ class LocalSandbox(Sandbox):
                 _kill_group(process.pid)
             with anyio.CancelScope(shield=True):
                 await process.aclose()
+            if not _group_exists(process.pid):
+                # Forget it now: once empty, its id may be reused by a stranger.
+                self._process_groups.discard(process.pid)
         exit_code = TIMEOUT_EXIT_CODE if timed_out else _exit_status(process.returncode)
         return SandboxExecutionResult(
             exit_code=exit_code,
@@ -198,7 +208,11 @@ class LocalSandbox(Sandbox):
         await anyio.Path(host_path).write_bytes(payload)
 
     async def delete(self) -> None:
-        """Kill what the session's commands left running, then remove the directory."""
+        """Kill what the session's commands left running, then remove the directory.
+
+        Only the process groups of commands that left something running are
+        still remembered here (see ``execute``).
+        """
         for group in self._process_groups:
             _kill_group(group)
         self._process_groups.clear()
@@ -215,6 +229,16 @@ async def _drain(stream: anyio.abc.ByteReceiveStream | None, sink: bytearray) ->
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _exit_status(returncode: int | None) -> int:
