@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import pattern
     from ._agent import Agent
+    from ._chat_completions import ChatCompletionsModel, MissingCredentialsError, ModelError
     from ._dependencies import Depends
     from ._errors import (
         AgentsError,
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 # `runner --help` pays only for what it prints (PEP 562 module __getattr__).
 _LAZY = {
     "Agent": "._agent",
+    "ChatCompletionsModel": "._chat_completions",
+    "MissingCredentialsError": "._chat_completions",
+    "ModelError": "._chat_completions",
     "Depends": "._dependencies",
     "AgentsError": "._errors",
     "MissingExtraError": "._errors",
@@ -107,13 +111,16 @@ def load(path: str, *, output_dir: str | None = None) -> Agent:
 __all__ = [
     "Agent",
     "AgentsError",
+    "ChatCompletionsModel",
     "Completed",
     "DangerousLocalSandbox",
     "Depends",
     "Failed",
     "LocalDockerSandbox",
+    "MissingCredentialsError",
     "MissingExtraError",
     "Model",
+    "ModelError",
     "ModelReply",
     "Network",
     "NoSandbox",

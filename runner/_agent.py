@@ -78,12 +78,15 @@ class Agent:
         self._key_locks: dict[str, anyio.Lock] = {}
 
     def resolve_model(self) -> Model:
-        """The ``Model`` object turns use; a bare name needs a model client."""
+        """The ``Model`` turns use: the object given, or an HTTP client for a name.
+
+        Raises ``MissingCredentialsError`` for a Mistral model without
+        ``MISTRAL_API_KEY``; ``Agent.run`` calls this before creating anything.
+        """
         if isinstance(self.model, str):
-            raise SdkError(
-                f"agent {self.name!r}: model {self.model!r} is a name, and this version has "
-                "no HTTP model client yet; pass an object implementing runner.Model"
-            )
+            from ._chat_completions import model_for
+
+            return model_for(self.model, base_url=self.base_url)
         return self.model
 
     async def start_session(

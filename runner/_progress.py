@@ -51,5 +51,6 @@ class ProgressPrinter:
             self._write(f"  closing ({event['reason']})")
         elif kind == "sandbox_deleted":
             self._write("  sandbox deleted")
-        elif kind == "turn_finished":
-            self._write(f"  turn {event['status']}{took}")
+        elif kind == "turn":
+            calls = len(event["tool_calls"])
+            self._write(f"  turn {event['status']}{took}, {calls} tool call(s)")

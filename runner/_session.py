@@ -106,10 +106,13 @@ class Session:
             max_tool_calls=self.agent.max_tool_calls,
         )
         emit(
-            "turn_finished",
+            "turn",
             session_id=self.id,
             status=type(result).__name__.lower(),
             duration_seconds=time.perf_counter() - started,
+            text=getattr(result, "text", None),
+            error=getattr(result, "error", None),
+            tool_calls=[{"name": c.name, "is_error": c.is_error} for c in result.tool_calls],
         )
         return result
 

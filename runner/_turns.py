@@ -56,29 +56,58 @@ TOOL_SPECS: list[dict[str, Any]] = [
 ]
 
 
+#: Tool output fed back to the model is capped at this many characters.
+TOOL_OUTPUT_LIMIT = 16_000
+#: Tool calls are reported under these names (the model sees the short ones).
+REPORTED_NAMES = {name: f"file_system.{name}" for name in ("bash", "read_file", "write_file")}
+
+
+def cap_output(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
+    """Keep the head and the tail of a long output, and say how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n[... {omitted} of {len(text)} characters omitted ...]\n{text[-half:]}"
+
+
+def _bash_output(result: Any) -> str:
+    status = f"exit code {result.exit_code}" + (" (timed out)" if result.timed_out else "")
+    parts = [status]
+    if result.stdout:
+        parts.append(f"[stdout]\n{result.stdout}")
+    if result.stderr:
+        parts.append(f"[stderr]\n{result.stderr}")
+    return "\n".join(parts)
+
+
 async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
+    name = REPORTED_NAMES.get(call.name, call.name)
     try:
         arguments = json.loads(call.arguments or "{}")
         if not isinstance(arguments, dict):
             raise ValueError("tool arguments must be a JSON object")
     except ValueError as exc:
-        return ToolCallRecord(call.name, {}, f"error: malformed arguments: {exc}", True)
+        return ToolCallRecord(name, {}, f"error: malformed arguments: {exc}", True)
     try:
         if call.name == "bash":
             result = await sandbox.execute(str(arguments["command"]))
-            output = f"exit code {result.exit_code}\n{result.stdout}{result.stderr}"
-            return ToolCallRecord(call.name, arguments, output, result.exit_code != 0)
+            return ToolCallRecord(
+                name, arguments, cap_output(_bash_output(result)), result.exit_code != 0
+            )
         if call.name == "read_file":
             data = await sandbox.read_file(str(arguments["path"]))
-            return ToolCallRecord(call.name, arguments, data.decode("utf-8", errors="replace"))
+            return ToolCallRecord(name, arguments, cap_output(data.decode("utf-8", "replace")))
         if call.name == "write_file":
-            await sandbox.write_file(str(arguments["path"]), str(arguments["content"]))
-            return ToolCallRecord(call.name, arguments, "written")
+            content = str(arguments["content"])
+            await sandbox.write_file(str(arguments["path"]), content)
+            return ToolCallRecord(name, arguments, f"wrote {len(content.encode())} bytes")
     except KeyError as exc:
-        return ToolCallRecord(call.name, arguments, f"error: missing argument {exc}", True)
-    except OSError as exc:
-        return ToolCallRecord(call.name, arguments, f"error: {exc}", True)
-    return ToolCallRecord(call.name, arguments, f"error: unknown tool {call.name!r}", True)
+        return ToolCallRecord(name, arguments, f"error: missing argument {exc}", True)
+    except (OSError, ValueError, TypeError) as exc:
+        return ToolCallRecord(name, arguments, f"error: {type(exc).__name__}: {exc}", True)
+    known = ", ".join(REPORTED_NAMES)
+    return ToolCallRecord(name, arguments, f"error: unknown tool {call.name!r} ({known})", True)
 
 
 async def run_turn(

@@ -154,6 +154,11 @@ def render(file: str, assignments: tuple[str, ...], input_files: tuple[str, ...]
 @_input_options
 @click.option("--prompt", help="A message for the agent; without one, only the lifecycle runs.")
 @click.option(
+    "--prompt-file",
+    type=click.File("r", encoding="utf-8"),
+    help="Read the message from a file ('-' for stdin).",
+)
+@click.option(
     "--output-dir",
     type=click.Path(file_okay=False),
     default=".",
@@ -168,11 +173,21 @@ def run(
     assignments: tuple[str, ...],
     input_files: tuple[str, ...],
     prompt: str | None,
+    prompt_file: Any,
     output_dir: str,
     as_json: bool,
 ) -> None:
-    """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy."""
+    """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
+
+    With a prompt, the agent's final answer goes to stdout (with --json, in
+    the `turn` event) and a failed turn exits 1.
+    """
     import anyio
+
+    if prompt is not None and prompt_file is not None:
+        _fail("give --prompt or --prompt-file, not both")
+    if prompt_file is not None:
+        prompt = prompt_file.read()
 
     compiled = _compile(file, output_dir=str(Path(output_dir).resolve()))
     values = _input_values(compiled, assignments, input_files)
@@ -187,6 +202,7 @@ async def _run_session(
 
     import anyio
 
+    from ._chat_completions import MissingCredentialsError
     from ._errors import (
         MissingExtraError,
         SandboxSetupError,
@@ -249,9 +265,14 @@ async def _run_session(
                 except Exception as exc:  # reported below, outside the task group
                     failure = exc
             tg.cancel_scope.cancel()
-    if isinstance(
-        failure, SessionInputError | SdkError | SandboxUnavailableError | MissingExtraError
-    ):
+    usage_errors = (
+        SessionInputError,
+        SdkError,
+        SandboxUnavailableError,
+        MissingExtraError,
+        MissingCredentialsError,
+    )
+    if isinstance(failure, usage_errors):
         click.echo(f"runner: {failure}", err=True)
         code = EXIT_USAGE
     elif isinstance(failure, SandboxSetupError):

@@ -395,17 +395,99 @@ def test_a_signal_runs_on_destroy_then_exits_130(tmp_path, sig) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
 
 
-def test_a_prompt_with_a_model_name_fails_before_any_sandbox(tmp_path) -> None:
-    result = runner(
-        "run",
-        str(ROOT / "examples" / "git-identity.yaml"),
-        "--prompt",
-        "hi",
-        env={"TMPDIR": str(tmp_path)},
+def test_a_prompt_for_a_mistral_model_without_a_key_fails_before_any_sandbox(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MISTRAL_API_KEY"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            str(ROOT / "examples" / "git-identity.yaml"),
+            "--prompt",
+            "hi",
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "TMPDIR": str(tmp_path)},
+        timeout=60,
     )
     assert result.returncode == 2
-    assert "no HTTP model client yet" in result.stderr
+    assert "needs MISTRAL_API_KEY" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def agent_file(tmp_path: Path, base_url: str) -> Path:
+    return write(
+        tmp_path,
+        f"""\
+        version: 1
+        agent:
+          name: helper
+          model: local-model
+          base_url: {base_url}
+          instructions: Answer briefly.
+          max_tool_calls: 3
+          environment:
+            sandbox: local
+            hooks:
+              - name: seed
+                on_create: [{{write: FACT.txt, content: "the sky is blue\\n"}}]
+        """,
+    )
+
+
+def test_run_with_a_prompt_prints_the_answer(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    replies = [
+        assistant(None, ("c1", "bash", {"command": "cat FACT.txt"})),
+        assistant("The sky is blue."),
+    ]
+    with ChatServer(replies) as server:
+        result = runner("run", str(agent_file(tmp_path, server.url)), "--prompt", "What colour?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "The sky is blue.\n"
+    assert "turn completed" in result.stderr
+    body = server.requests[0]["body"]
+    assert body["model"] == "local-model"
+    assert body["messages"][0] == {"role": "system", "content": "Answer briefly."}
+    tool_result = server.requests[1]["body"]["messages"][-1]
+    assert tool_result["content"] == "exit code 0\n[stdout]\nthe sky is blue\n"
+
+
+def test_run_with_a_prompt_file_and_json_reports_a_turn_event(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Say hi")
+    with ChatServer([assistant("hi!")]) as server:
+        result = runner(
+            "run", str(agent_file(tmp_path, server.url)), "--prompt-file", str(prompt), "--json"
+        )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    turn = next(e for e in events if e["event"] == "turn")
+    assert (turn["status"], turn["text"], turn["tool_calls"]) == ("completed", "hi!", [])
+    assert server.requests[0]["body"]["messages"][-1] == {"role": "user", "content": "Say hi"}
+
+
+def test_a_failed_turn_exits_1_after_closing_the_session(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    looping = [assistant(None, (f"c{i}", "bash", {"command": "true"})) for i in range(5)]
+    with ChatServer(looping) as server:
+        result = runner(
+            "run",
+            str(agent_file(tmp_path, server.url)),
+            "--prompt",
+            "loop",
+            env={"TMPDIR": str(tmp_path)},
+        )
+    assert result.returncode == 1
+    assert "runner: turn failed: tool call limit of 3 reached" in result.stderr
+    assert "sandbox deleted" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml"]
 
 
 def test_init_writes_a_starter_that_validates_and_runs(tmp_path) -> None:

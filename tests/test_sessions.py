@@ -224,10 +224,11 @@ async def test_a_closed_idempotent_session_is_not_silently_restarted() -> None:
         await agent.run("again", idempotency_key="k")
 
 
-async def test_a_model_name_without_a_client_fails_before_any_sandbox() -> None:
+async def test_a_model_name_without_credentials_fails_before_any_sandbox(monkeypatch) -> None:
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
     env = RecordingSandbox()
     agent = agents.Agent(model="mistral-large-4", environment=env)
-    with pytest.raises(agents.SdkError, match="pass an object implementing runner.Model"):
+    with pytest.raises(agents.MissingCredentialsError, match="MISTRAL_API_KEY"):
         await agent.run("hello")
     assert env.calls == []
 

@@ -33,8 +33,12 @@ async def test_tool_calls_run_in_the_sandbox_until_the_model_answers(backend) ->
     result = await agent.run("What is the answer?")
     assert isinstance(result, agents.Completed)
     assert result.text == "The answer is 42."
-    assert [r.name for r in result.tool_calls] == ["write_file", "bash", "read_file"]
-    assert result.tool_calls[1].output == "exit code 0\n42oops\n"
+    assert [r.name for r in result.tool_calls] == [
+        "file_system.write_file",
+        "file_system.bash",
+        "file_system.read_file",
+    ]
+    assert result.tool_calls[1].output == "exit code 0\n[stdout]\n42\n[stderr]\noops\n"
     assert result.tool_calls[2].output == "42"
     messages, tools = model.requests[-1]
     assert [t["function"]["name"] for t in tools] == ["bash", "read_file", "write_file"]

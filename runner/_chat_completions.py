@@ -1,0 +1,164 @@
+"""Models over HTTP: the chat-completions protocol, spoken by Mistral and by
+OpenAI-compatible servers (vLLM, llama.cpp, Ollama, ...).
+
+One request per model call: ``POST {base_url}/chat/completions`` with the
+conversation and the tool specifications; the first choice's message is the
+reply.  Rate limits (429), server errors (5xx), timeouts and dropped
+connections are retried with exponential backoff (``Retry-After`` is
+honoured, within a cap); anything else fails at once with a ``ModelError``
+that says what the server answered.  ``httpx`` is imported on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from ._errors import AgentsError
+from ._model import Message, ModelReply, ToolCall
+
+MISTRAL_SERVER_URL = "https://api.mistral.ai/v1"
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+class ModelError(AgentsError):
+    """The model endpoint failed (after retries) or answered something unusable."""
+
+
+class MissingCredentialsError(AgentsError):
+    """A model needs an API key that is not set; raised before any sandbox exists."""
+
+
+class ChatCompletionsModel:
+    """A ``Model`` that calls a chat-completions endpoint.
+
+    ``base_url`` is the API root (``.../v1``).  ``api_key``, if given, is sent
+    as ``Authorization: Bearer``; it never appears in errors or reprs.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        timeout_seconds: float = 120.0,
+        max_retries: int = 3,
+        backoff_seconds: float = 0.5,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.timeout_seconds = timeout_seconds
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+
+    def __repr__(self) -> str:
+        key = ", api_key=***" if self._api_key else ""
+        return f"ChatCompletionsModel({self.model!r}, base_url={self.base_url!r}{key})"
+
+    def request_body(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        if tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = "auto"
+        return body
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelReply:
+        import httpx
+
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        url = f"{self.base_url}/chat/completions"
+        body = self.request_body(messages, tools)
+        last_problem = ""
+        # One client per call: the agent may be used from several event loops.
+        async with httpx.AsyncClient(timeout=self.timeout_seconds) as client:
+            for attempt in range(self.max_retries + 1):
+                delay = self.backoff_seconds * (2**attempt)
+                try:
+                    response = await client.post(url, json=body, headers=headers)
+                except httpx.TimeoutException:
+                    last_problem = f"no answer within {self.timeout_seconds:g}s"
+                except httpx.TransportError as exc:
+                    last_problem = f"connection failed: {type(exc).__name__}"
+                else:
+                    if response.status_code < 400:
+                        return parse_reply(response)
+                    last_problem = f"HTTP {response.status_code}: {_snippet(response.text)}"
+                    if response.status_code not in RETRYABLE_STATUS:
+                        raise ModelError(f"{url} answered {last_problem}")
+                    delay = _retry_after(response, default=delay)
+                if attempt < self.max_retries:
+                    await anyio.sleep(delay)
+        raise ModelError(f"{url}: {last_problem} (after {self.max_retries + 1} attempts)")
+
+
+def _snippet(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _retry_after(response: Any, *, default: float) -> float:
+    try:
+        value = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return default
+    return max(0.0, min(value, MAX_RETRY_AFTER_SECONDS))
+
+
+def parse_reply(response: Any) -> ModelReply:
+    """The first choice's message as a ``ModelReply``; a malformed body is a ModelError."""
+    try:
+        payload = response.json()
+        message = payload["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ModelError(f"unexpected response: {_snippet(response.text)}") from None
+    content = message.get("content") or ""
+    if isinstance(content, list):  # content chunks: keep the text ones
+        content = "".join(chunk.get("text", "") for chunk in content if isinstance(chunk, dict))
+    calls = []
+    for index, raw in enumerate(message.get("tool_calls") or []):
+        function = raw.get("function") or {}
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):  # some servers send the object itself
+            arguments = json.dumps(arguments)
+        calls.append(
+            ToolCall(
+                id=str(raw.get("id") or f"call_{index}"),
+                name=str(function.get("name", "")),
+                arguments=arguments,
+            )
+        )
+    return ModelReply(text=str(content), tool_calls=tuple(calls))
+
+
+def model_for(name: str, *, base_url: str | None) -> ChatCompletionsModel:
+    """The HTTP model an agent's model *name* means.
+
+    With ``base_url``: an OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is
+    sent if set.  Without: the Mistral API, with ``MISTRAL_API_KEY``
+    (required) at ``MISTRAL_SERVER_URL`` (default the public API).
+    """
+    if base_url:
+        return ChatCompletionsModel(
+            name, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY")
+        )
+    api_key = os.environ.get("MISTRAL_API_KEY")
+    if not api_key:
+        raise MissingCredentialsError(
+            f"model {name!r} runs on the Mistral API, which needs MISTRAL_API_KEY; set it, "
+            "or give the agent a base_url for an OpenAI-compatible server"
+        )
+    server = os.environ.get("MISTRAL_SERVER_URL") or MISTRAL_SERVER_URL
+    return ChatCompletionsModel(name, base_url=server, api_key=api_key)
