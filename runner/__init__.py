@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .sandboxes.base import Sandbox, SandboxEnvironment, SandboxExecutionResult
     from .sandboxes.docker import LocalDockerSandbox
     from .sandboxes.local import DangerousLocalSandbox
+    from .sandboxes.mistral import MistralSandbox
     from .sandboxes.none import NoSandbox
 
 # Public name -> the module that defines it.  Imported on first use, so that
@@ -75,6 +76,7 @@ _LAZY = {
     "LocalDockerSandbox": ".sandboxes.docker",
     "DangerousLocalSandbox": ".sandboxes.local",
     "NoSandbox": ".sandboxes.none",
+    "MistralSandbox": ".sandboxes.mistral",
 }
 
 
@@ -119,6 +121,7 @@ __all__ = [
     "LocalDockerSandbox",
     "MissingCredentialsError",
     "MissingExtraError",
+    "MistralSandbox",
     "Model",
     "ModelError",
     "ModelReply",

@@ -346,16 +346,25 @@ def info(file: str | None) -> None:
         except Exception:
             click.echo(f"image {name}: missing (will be pulled on first use)")
     koyeb = importlib.util.find_spec("koyeb") is not None
+    token = "set" if os.environ.get("KOYEB_API_TOKEN") else "not set"
     click.echo(
         "extra koyeb: "
         + ("installed" if koyeb else "not installed (pip install 'sandbox-runner[koyeb]')")
     )
     click.echo("MISTRAL_API_KEY: " + ("set" if os.environ.get("MISTRAL_API_KEY") else "not set"))
+    click.echo(f"KOYEB_API_TOKEN: {token}")
     if compiled is not None:
         backend = environment.backend
         click.echo(f"{file}: agent {compiled.agent.name!r}, sandbox {backend}")
         if backend == "docker" and docker_problem:
             _fail(f"{file} needs Docker, which is not reachable here")
+        if backend == "mistral":
+            from ._errors import AgentsError
+
+            try:
+                environment.check_available()
+            except AgentsError as exc:
+                _fail(f"{file} cannot run here: {exc}")
 
 
 @main.command()

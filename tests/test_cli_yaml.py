@@ -507,7 +507,9 @@ def test_info_reports_what_can_run_here(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "docker:" in result.stdout
-    assert "extra koyeb: not installed (pip install 'sandbox-runner[koyeb]')" in result.stdout
+    assert "extra koyeb: installed" in result.stdout  # the test extra brings koyeb-sdk
+    assert "KOYEB_API_TOKEN: set" in result.stdout
+    assert "kt-y" not in result.stdout
     assert "MISTRAL_API_KEY: set" in result.stdout
     assert "sk-x" not in result.stdout
     assert "sandbox local" in result.stdout

@@ -52,6 +52,7 @@ BACKEND_OPTIONS = {
     },
     "mistral": {
         "image",
+        "readiness_timeout_seconds",
         "network",
         "setup_script",
         "setup_script_timeout_seconds",
@@ -334,11 +335,6 @@ class _Compiler:
                     "hooks never run with sandbox: none; choose sandbox: local or docker",
                 )
             return NoSandbox()
-        if backend == "mistral":
-            self.problem(
-                (*base, "sandbox"), "sandbox: mistral is not available in this version of runner"
-            )
-            return None
         common = {
             "hooks": hooks,
             "default_exec_timeout_seconds": spec.get("default_exec_timeout_seconds", 30),
@@ -352,13 +348,16 @@ class _Compiler:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DangerousLocalWarning)
                 return DangerousLocalSandbox(**common)
-        network = spec.get("network", "none")
-        if isinstance(network, dict):
+        network_spec = spec.get("network", "none")
+        if backend == "mistral":
+            return self.compile_mistral(spec, common, network_spec)
+        if isinstance(network_spec, dict):
             self.problem(
                 (*base, "network"),
                 "docker cannot enforce network: {allow: [...]}; use none or all",
             )
             return None
+        network = network_spec
         options = {
             "image": spec.get("image"),
             "network": Network.all() if network == "all" else Network.none(),
@@ -373,6 +372,32 @@ class _Compiler:
         from ..sandboxes.docker import LocalDockerSandbox
 
         return LocalDockerSandbox(**common, **options)
+
+    def compile_mistral(
+        self, spec: Mapping[str, Any], common: dict[str, Any], network_spec: Any
+    ) -> Any:
+        from ..sandboxes.mistral import MistralSandbox
+
+        base: JsonPath = ("agent", "environment")
+        if "shell" in spec:
+            self.problem(
+                (*base, "shell"), "'shell' does not apply to sandbox: mistral", at_key=True
+            )
+            return None
+        if isinstance(network_spec, dict):
+            network = Network.allow(network_spec["allow"])
+        else:
+            network = Network.all() if network_spec == "all" else Network.none()
+        options = {k: v for k, v in common.items() if k != "shell" and v is not None}
+        for key in BACKEND_OPTIONS["mistral"] - {"network"}:
+            if key in spec:
+                options[key] = spec[key]
+        try:
+            return MistralSandbox(network=network, **options)
+        except (TypeError, ValueError) as exc:
+            where = "region" if "region" in str(exc) else "network"
+            self.problem((*base, where if where in spec else "sandbox"), str(exc))
+            return None
 
     def compile(self) -> CompiledConfig | None:
         from .._agent import Agent

@@ -1,0 +1,359 @@
+"""``MistralSandbox``: one cloud container per session, through the ``koyeb-sdk`` package.
+
+The optional extra ``koyeb`` (``pip install 'sandbox-runner[koyeb]'``) brings
+the SDK; without it ``check_available`` raises ``MissingExtraError`` before
+inputs are resolved or anything is created.  The token is read from
+``KOYEB_API_TOKEN`` (the SDK's own variable; ``KOYEB_API_HOST`` points it at
+another control plane).
+
+How the options map onto the SDK's ``AsyncSandbox.create``:
+
+| option | SDK |
+|---|---|
+| ``image`` (None: the SDK's default image) | ``image`` |
+| ``instance_type``, ``region`` | ``instance_type``, ``region`` |
+| ``idle_timeout_seconds`` (0: never sleeps) | ``idle_timeout`` (0: always on) |
+| ``ttl_seconds`` | ``delete_after_delay``: the platform deletes it even if we die |
+| ``Network.none()`` | ``block_network=True`` |
+| ``Network.allow([ip or cidr, ...])`` | ``outbound_allowlist`` |
+| ``readiness_timeout_seconds`` | ``timeout`` of the readiness wait; a failed wait deletes it |
+
+Only ``nl-north-1`` can block traffic, so any other region with a network
+other than ``Network.all()`` is refused at construction: nothing is created.
+
+Commands run through the executor's ``run`` endpoint under GNU ``timeout``,
+because the SDK's own timeout only stops waiting and leaves the command
+running.  Files are written through the SDK's filesystem API (text) or as
+base64 text decoded by a command (binary), and read back as base64 through a
+command, since the filesystem API returns text only.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ipaddress
+import os
+import posixpath
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._errors import MissingExtraError, SandboxSetupError, SandboxUnavailableError
+from .._network import Network
+from .base import (
+    TIMEOUT_EXIT_CODE,
+    Sandbox,
+    SandboxEnvironment,
+    SandboxExecutionResult,
+    check_env,
+    check_timeout,
+)
+
+if TYPE_CHECKING:
+    from .._hooks import SandboxHook
+
+TOKEN_VARIABLE = "KOYEB_API_TOKEN"
+BLOCKING_REGION = "nl-north-1"
+WORKSPACE = "/workspace"
+KILL_GRACE_SECONDS = 2
+#: Extra seconds the client waits beyond a command's own timeout.
+CLIENT_SLACK_SECONDS = 15
+
+
+def koyeb_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("koyeb") is not None
+
+
+class MistralSandbox(SandboxEnvironment):
+    """A cloud container per session, deleted at close (and by the platform at its TTL)."""
+
+    backend = "mistral"
+
+    def __init__(
+        self,
+        *,
+        image: str | None = None,
+        instance_type: str = "medium",
+        region: str = BLOCKING_REGION,
+        idle_timeout_seconds: float = 0,
+        ttl_seconds: float = 86400,
+        default_exec_timeout_seconds: float = 30,
+        network: Network | None = None,
+        setup_script: str | None = None,
+        setup_script_timeout_seconds: float = 300,
+        readiness_timeout_seconds: float = 300,
+        env: Mapping[str, str] | None = None,
+        hooks: Sequence[SandboxHook] = (),
+    ) -> None:
+        super().__init__(
+            hooks=hooks,
+            default_exec_timeout_seconds=default_exec_timeout_seconds,
+            ttl_seconds=ttl_seconds,
+        )
+        self.network = network or Network.none()
+        if not isinstance(self.network, Network):
+            raise TypeError(f"network= takes a Network, got {network!r}")
+        if region != BLOCKING_REGION and self.network.mode != "all":
+            raise ValueError(
+                f"MistralSandbox: only {BLOCKING_REGION} can block traffic; region {region!r} "
+                f"runs only with network=Network.all(), not {self.network}"
+            )
+        if self.network.mode == "allow":
+            for host in self.network.hosts:
+                try:
+                    ipaddress.ip_network(host, strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"MistralSandbox: Network.allow() takes IP addresses or CIDR ranges "
+                        f"here, not host names ({host!r})"
+                    ) from None
+        if idle_timeout_seconds < 0:
+            raise ValueError("idle_timeout_seconds must be 0 (never sleep) or positive")
+        self.image = image
+        self.instance_type = instance_type
+        self.region = region
+        self.idle_timeout_seconds = idle_timeout_seconds
+        self.setup_script = setup_script
+        self.setup_script_timeout_seconds = check_timeout(
+            setup_script_timeout_seconds, name="setup_script_timeout_seconds"
+        )
+        self.readiness_timeout_seconds = check_timeout(
+            readiness_timeout_seconds, name="readiness_timeout_seconds"
+        )
+        self.env = check_env(env)
+
+    def check_available(self) -> None:
+        if not koyeb_available():
+            raise MissingExtraError("koyeb", feature="MistralSandbox")
+        if not os.environ.get(TOKEN_VARIABLE):
+            raise SandboxUnavailableError(
+                f"MistralSandbox needs an API token in {TOKEN_VARIABLE}; set it and try again"
+            )
+
+    def create_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
+        """The keyword arguments of the SDK's ``AsyncSandbox.create`` for one session."""
+        options: dict[str, Any] = {
+            "name": f"runner-{session_id.removeprefix('sess_')[:20]}",
+            "instance_type": self.instance_type,
+            "region": self.region,
+            "api_token": os.environ.get(TOKEN_VARIABLE),
+            "timeout": int(self.readiness_timeout_seconds or 300),
+            "idle_timeout": int(self.idle_timeout_seconds),
+            "delete_after_delay": int(self.ttl_seconds or 0),
+            "env": dict(self.env) or None,
+            "wait_ready": True,
+            "cleanup_on_failure": True,
+        }
+        if self.image:
+            options["image"] = self.image
+        if self.network.mode == "none":
+            options["block_network"] = True
+        elif self.network.mode == "allow":
+            options["outbound_allowlist"] = list(self.network.hosts)
+        return options
+
+    async def create(self, *, session_id: str, expires_at: float | None) -> MistralCloudSandbox:
+        self.check_available()
+        from koyeb.sandbox import AsyncSandbox
+        from koyeb.sandbox.errors import SandboxError
+
+        _forget_clients_of_other_loops()
+        options = self.create_options(session_id=session_id, expires_at=expires_at)
+        try:
+            # Shielded: a cancelled creation would otherwise lose the handle
+            # of a sandbox the platform is already running.
+            with anyio.CancelScope(shield=True):
+                remote = await AsyncSandbox.create(**options)
+        except SandboxError as exc:
+            raise SandboxUnavailableError(
+                f"the cloud sandbox could not be created in {self.region} "
+                f"({type(exc).__name__}: {exc}); it was deleted"
+            ) from exc
+        except Exception as exc:  # the SDK's API and transport errors
+            raise SandboxUnavailableError(
+                f"the cloud sandbox API failed ({type(exc).__name__}: {exc})"
+            ) from exc
+        sandbox = MistralCloudSandbox(
+            remote=remote,
+            session_id=session_id,
+            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+        )
+        try:
+            await sandbox.prepare()
+            if self.setup_script:
+                result = await sandbox.execute(
+                    self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
+                )
+                if result.exit_code != 0:
+                    reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
+                    raise SandboxSetupError(
+                        f"setup_script {reason}: {result.stderr.strip()[-2000:] or '(no stderr)'}",
+                        exit_code=result.exit_code,
+                        stderr=result.stderr,
+                    )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await sandbox.delete()
+            raise
+        return sandbox
+
+    def __repr__(self) -> str:
+        hooks = ", ".join(type(h).__name__ for h in self.hooks)
+        return (
+            f"MistralSandbox(region={self.region!r}, instance_type={self.instance_type!r}, "
+            f"network={self.network}, hooks=[{hooks}])"
+        )
+
+
+def _forget_clients_of_other_loops() -> None:
+    """koyeb-sdk caches its async HTTP clients module-wide, bound to the event
+    loop that made them; a later ``anyio.run`` would reuse a closed loop's
+    client.  Dropping the cache makes the SDK build fresh ones (private API,
+    so looked up defensively)."""
+    try:
+        from koyeb.sandbox import clients
+    except ImportError:
+        return
+    cache = getattr(clients, "_async_api_clients_cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
+class MistralCloudSandbox(Sandbox):
+    """One session's live cloud sandbox."""
+
+    def __init__(
+        self, *, remote: Any, session_id: str, default_exec_timeout_seconds: float
+    ) -> None:
+        self.remote = remote
+        self.session_id = session_id
+        self.workspace = WORKSPACE
+        self.default_exec_timeout_seconds = default_exec_timeout_seconds
+        self.shell = "sh"
+        self._deleted = False
+        self._delete_lock = anyio.Lock()
+
+    async def prepare(self) -> None:
+        """Make the workspace and find the shell (bash if present)."""
+        result = await self._run(
+            f"mkdir -p {WORKSPACE} && command -v bash || true", timeout=60, cwd=None
+        )
+        if result["code"] != 0:
+            raise SandboxUnavailableError(
+                f"the cloud sandbox cannot create {WORKSPACE}: {result['stderr'].strip()}"
+            )
+        if result["stdout"].strip():
+            self.shell = "bash"
+
+    async def _run(
+        self, command: str, *, timeout: float, cwd: str | None, env: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        result = await self.remote.exec(
+            command,
+            cwd=cwd,
+            env=dict(env) if env else None,
+            timeout=int(timeout + CLIENT_SLACK_SECONDS),
+            stream=False,
+        )
+        return {"code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(WORKSPACE, path))
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> SandboxExecutionResult:
+        timeout = check_timeout(timeout_seconds, name="timeout_seconds")
+        timeout = timeout or self.default_exec_timeout_seconds
+        wrapped = (
+            f"timeout -k {KILL_GRACE_SECONDS} {timeout:g} {self.shell} -c {shlex.quote(command)}"
+        )
+        started = time.perf_counter()
+        result = await self._run(
+            wrapped, timeout=timeout, cwd=self._path(cwd) if cwd else WORKSPACE, env=check_env(env)
+        )
+        duration = time.perf_counter() - started
+        timed_out = result["code"] in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout
+        return SandboxExecutionResult(
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else result["code"],
+            stdout=result["stdout"],
+            stderr=result["stderr"],
+            timed_out=timed_out,
+            duration_seconds=duration,
+        )
+
+    async def read_file(self, path: str) -> bytes:
+        target = shlex.quote(self._path(path))
+        result = await self._run(
+            f"if [ -d {target} ]; then echo directory; exit 3; fi; base64 < {target}",
+            timeout=120,
+            cwd=WORKSPACE,
+        )
+        if result["code"] == 3 and result["stdout"].strip() == "directory":
+            raise IsADirectoryError(21, "Is a directory", path)
+        if result["code"] != 0:
+            raise FileNotFoundError(2, "No such file in the sandbox", path)
+        return base64.b64decode(result["stdout"])
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        target = self._path(path)
+        made = await self._run(
+            f"mkdir -p {shlex.quote(posixpath.dirname(target))}", timeout=60, cwd=WORKSPACE
+        )
+        if made["code"] != 0:
+            raise OSError(f"cannot write {path} in the sandbox: {made['stderr'].strip()}")
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            await self.remote.filesystem.write_file(target, text)
+            return
+        # Binary: the filesystem API carries text only, so send base64 text
+        # and decode it in place.
+        staging = f"{target}.runner-upload.b64"
+        await self.remote.filesystem.write_file(staging, base64.b64encode(payload).decode("ascii"))
+        result = await self._run(
+            f"base64 -d {shlex.quote(staging)} > {shlex.quote(target)}; status=$?; "
+            f"rm -f {shlex.quote(staging)}; exit $status",
+            timeout=120,
+            cwd=WORKSPACE,
+        )
+        if result["code"] != 0:
+            raise OSError(f"cannot write {path} in the sandbox: {result['stderr'].strip()}")
+
+    async def delete(self) -> None:
+        async with self._delete_lock:
+            if self._deleted:
+                return
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.remote.delete()
+                finally:
+                    await _close_clients(self.remote)
+            self._deleted = True
+
+
+async def _close_clients(remote: Any) -> None:
+    """Close the SDK's executor HTTP clients (what its ``__aexit__`` does, minus
+    the swallowing of a failed delete)."""
+    async_client = getattr(remote, "_async_client", None)
+    if async_client is not None:
+        with contextlib.suppress(Exception):
+            await async_client.close()
+    client = getattr(remote, "_client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()

@@ -1,0 +1,259 @@
+"""MistralSandbox through the real koyeb-sdk, against a local stand-in of the cloud.
+
+tests/koyeb_server.py speaks the control-plane and executor HTTP API on
+127.0.0.1 and backs each cloud sandbox with a real container, so the SDK,
+our backend and the lifecycle run for real; only the cloud is simulated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import TEST_IMAGE
+from koyeb_server import FakeCloud, leftover_cloud_containers, point_sdk_at
+
+import runner as agents
+from runner.config import validate_file
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture
+def cloud(docker_client, monkeypatch):
+    with FakeCloud(docker_client, TEST_IMAGE) as fake:
+        point_sdk_at(monkeypatch, fake)
+        yield fake
+    assert leftover_cloud_containers(docker_client) == []
+
+
+def sandbox(**options) -> agents.MistralSandbox:
+    options.setdefault("readiness_timeout_seconds", 10)
+    return agents.MistralSandbox(**options)
+
+
+class Journal(agents.SandboxHook):
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    async def on_create(self, ctx) -> None:
+        await ctx.sandbox.write_file("notes/NOTES.md", "Run the tests with pytest.\n")
+        self.log.append("on_create")
+
+    async def on_destroy(self, ctx) -> None:
+        self.log.append((await ctx.sandbox.read_file("notes/NOTES.md")).decode())
+
+
+@pytest.mark.docker
+async def test_a_session_creates_uses_and_deletes_one_cloud_sandbox(cloud) -> None:
+    log: list = []
+    env = sandbox(instance_type="large", ttl_seconds=7200, hooks=[Journal(log)])
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        result = await box.execute("echo out; echo err >&2; pwd; exit 3")
+        assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n/workspace\n", "err\n")
+        timed = await box.execute("sleep 30", timeout_seconds=1)
+        assert (timed.exit_code, timed.timed_out) == (124, True)
+        payload = bytes(range(256)) * 64
+        await box.write_file("bin/data.bin", payload)
+        assert await box.read_file("bin/data.bin") == payload
+        with pytest.raises(FileNotFoundError):
+            await box.read_file("missing.txt")
+        with pytest.raises(IsADirectoryError):
+            await box.read_file("bin")
+        assert len(cloud.containers) == 1
+    assert log == ["on_create", "Run the tests with pytest.\n"]
+    (service,) = cloud.calls("POST", "/v1/services")
+    definition = service["body"]["definition"]
+    assert definition["instance_types"] == [{"type": "large"}]
+    assert definition["regions"] == ["nl-north-1"]
+    assert service["body"]["life_cycle"]["delete_after_create"] == 7200
+    assert json.dumps(definition).count("DENY_ALL") == 1
+    assert definition["scalings"][0]["min"] == 1  # idle_timeout 0: never sleeps
+    assert service["headers"]["authorization"] == "Bearer koyeb-test-token"
+    assert [c["path"] for c in cloud.calls("DELETE")] == [f"/v1/apps/{service['body']['app_id']}"]
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_network_all_in_another_region_sends_no_block(cloud) -> None:
+    env = sandbox(region="fra", network=agents.Network.all())
+    async with await agents.Agent(model="m", environment=env).start_session():
+        pass
+    definition = cloud.calls("POST", "/v1/services")[0]["body"]["definition"]
+    assert definition["regions"] == ["fra"]
+    assert "DENY_ALL" not in json.dumps(definition)
+
+
+@pytest.mark.docker
+async def test_a_failed_readiness_wait_deletes_the_sandbox(cloud) -> None:
+    cloud.deployment_status = "ERROR"
+    with pytest.raises(agents.SandboxUnavailableError, match="could not be created"):
+        await agents.Agent(model="m", environment=sandbox()).start_session()
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_a_readiness_timeout_deletes_the_sandbox(cloud) -> None:
+    cloud.deployment_status = "STARTING"
+    env = sandbox(readiness_timeout_seconds=1)
+    with pytest.raises(agents.SandboxUnavailableError, match="SandboxTimeoutError"):
+        await agents.Agent(model="m", environment=env).start_session()
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_a_control_plane_error_leaves_nothing(cloud) -> None:
+    cloud.fail_service_create = True
+    with pytest.raises(agents.SandboxUnavailableError):
+        await agents.Agent(model="m", environment=sandbox()).start_session()
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_a_failing_setup_script_deletes_the_sandbox(cloud) -> None:
+    env = sandbox(setup_script="echo no >&2; exit 9", hooks=[Journal([])])
+    with pytest.raises(agents.SandboxSetupError, match="setup_script exited 9: no"):
+        await agents.Agent(model="m", environment=env).start_session()
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_a_failing_hook_deletes_the_sandbox(cloud) -> None:
+    class Breaks(agents.SandboxHook):
+        async def on_create(self, ctx) -> None:
+            raise RuntimeError("hook broke")
+
+    with pytest.raises(RuntimeError, match="hook broke"):
+        await agents.Agent(model="m", environment=sandbox(hooks=[Breaks()])).start_session()
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    assert cloud.containers == {}
+
+
+async def test_no_token_is_a_clear_error_before_any_request(monkeypatch, docker_client) -> None:
+    with FakeCloud(docker_client, TEST_IMAGE) as fake:
+        point_sdk_at(monkeypatch, fake)
+        monkeypatch.delenv("KOYEB_API_TOKEN")
+        with pytest.raises(agents.SandboxUnavailableError, match="KOYEB_API_TOKEN"):
+            await agents.Agent(model="m", environment=sandbox()).start_session()
+        assert fake.requests == []
+
+
+@pytest.mark.parametrize("network", [agents.Network.none(), agents.Network.allow(["10.0.0.0/8"])])
+def test_only_nl_north_1_can_block_traffic(network) -> None:
+    with pytest.raises(ValueError, match="only nl-north-1 can block traffic"):
+        agents.MistralSandbox(region="fra", network=network)
+
+
+def test_allow_takes_addresses_not_host_names() -> None:
+    with pytest.raises(ValueError, match="IP addresses or CIDR ranges"):
+        agents.MistralSandbox(network=agents.Network.allow(["pypi.org"]))
+
+
+def test_validate_reports_the_region_rule(tmp_path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "version: 1\nagent:\n  model: m\n  environment:\n    sandbox: mistral\n    region: fra\n"
+    )
+    (problem,) = validate_file(path)
+    assert problem.line == 6 and problem.column == 13
+    assert "only nl-north-1 can block traffic" in problem.message
+
+
+def test_yaml_maps_every_option(tmp_path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            agent:
+              model: m
+              environment:
+                sandbox: mistral
+                image: acme/agent:1
+                instance_type: small
+                idle_timeout_seconds: 300
+                ttl_seconds: 3600
+                readiness_timeout_seconds: 60
+                network: {allow: [192.0.2.0/24]}
+                setup_script: make deps
+                setup_script_timeout_seconds: 30
+            """
+        )
+    )
+    env = agents.load(path).environment
+    assert isinstance(env, agents.MistralSandbox)
+    options = env.create_options(session_id="sess_x", expires_at=None)
+    assert (options["image"], options["instance_type"], options["region"]) == (
+        "acme/agent:1",
+        "small",
+        "nl-north-1",
+    )
+    assert (options["idle_timeout"], options["delete_after_delay"], options["timeout"]) == (
+        300,
+        3600,
+        60,
+    )
+    assert options["outbound_allowlist"] == ["192.0.2.0/24"]
+    assert (env.setup_script, env.setup_script_timeout_seconds) == ("make deps", 30)
+
+
+BLOCK_KOYEB = (
+    "import sys; sys.modules['koyeb'] = None\n"
+    "import importlib.util\n"
+    "_find = importlib.util.find_spec\n"
+    "importlib.util.find_spec = lambda name, *a: None if name.split('.')[0] == 'koyeb' "
+    "else _find(name, *a)\n"
+)
+
+
+def run_without_koyeb(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:
+    code = BLOCK_KOYEB + "from runner.cli import main\nmain()\n"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KOYEB_API_TOKEN": "t", "TMPDIR": str(tmp_path)},
+        timeout=60,
+    )
+
+
+MISTRAL_YAML = "version: 1\nagent:\n  model: m\n  environment:\n    sandbox: mistral\n"
+
+
+@pytest.mark.parametrize("command", ["run", "info"])
+def test_without_the_extra_the_cli_names_it_and_exits_2(tmp_path, command) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(MISTRAL_YAML)
+    result = run_without_koyeb(command, str(path), tmp_path=tmp_path)
+    assert result.returncode == 2
+    assert "pip install 'sandbox-runner[koyeb]'" in result.stderr
+    assert "validate" not in result.stderr
+
+
+def test_without_the_extra_start_session_raises_missing_extra(tmp_path) -> None:
+    code = BLOCK_KOYEB + textwrap.dedent(
+        """\
+        import anyio, runner
+        agent = runner.Agent(model="m", environment=runner.MistralSandbox())
+        try:
+            anyio.run(agent.start_session)
+        except runner.MissingExtraError as exc:
+            print("MissingExtraError:", exc, exc.extra)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == (
+        "MissingExtraError: MistralSandbox needs the 'koyeb' extra: "
+        "pip install 'sandbox-runner[koyeb]' koyeb"
+    ), result.stderr
