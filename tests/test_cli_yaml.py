@@ -503,7 +503,9 @@ def test_init_writes_a_starter_that_validates_and_runs(tmp_path) -> None:
 
 def test_info_reports_what_can_run_here(tmp_path) -> None:
     result = runner(
-        "info", str(ROOT / "examples" / "quickstart.yaml"), env={"MISTRAL_API_KEY": "sk-x"}
+        "info",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        env={"MISTRAL_API_KEY": "sk-x", "KOYEB_API_TOKEN": "kt-y"},
     )
     assert result.returncode == 0, result.stderr
     assert "docker:" in result.stdout
