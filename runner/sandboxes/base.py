@@ -31,6 +31,9 @@ class SandboxExecutionResult:
     stderr: str
     timed_out: bool = False
     duration_seconds: float = 0.0
+    #: True when stdout or stderr was longer than the sandbox keeps; the
+    #: middle was replaced by a line saying how many bytes were left out.
+    output_truncated: bool = False
 
     @property
     def ok(self) -> bool:

@@ -20,6 +20,7 @@ happens on first use, never at import time.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import posixpath
 import socket
@@ -32,7 +33,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .._errors import SandboxSetupError, SandboxUnavailableError
+from .._events import emit
 from .._network import Network
+from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from .base import (
     TIMEOUT_EXIT_CODE,
     Sandbox,
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from .._hooks import SandboxHook
 
 T = TypeVar("T")
+logger = logging.getLogger("runner")
 
 DEFAULT_IMAGE = "python:3.12-bookworm"
 IMAGE_VARIABLE = "RUNNER_DOCKER_IMAGE"
@@ -62,6 +66,8 @@ LABEL_OWNER_START = "sandbox-runner.owner-start"
 #: Capabilities a sandbox never needs; the rest of Docker's default set stays
 #: so package managers and git work as root inside the container.
 DROPPED_CAPABILITIES = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP")
+#: Exit status of a command whose exec channel was lost mid-way (as ssh).
+CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
 KILL_GRACE_SECONDS = 2
 _POOL_SIZE = 10  # docker-py's default connection pool per client
@@ -149,6 +155,8 @@ class LocalDockerSandbox(SandboxEnvironment):
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         docker_host: str | None = None,
+        exec_channel: bool = True,
+        output_cap_bytes: int = 8 << 20,
     ) -> None:
         super().__init__(
             hooks=hooks,
@@ -178,6 +186,8 @@ class LocalDockerSandbox(SandboxEnvironment):
         self.shell = shell
         self.env = check_env(env)
         self.client = DockerClient(docker_host)
+        self.exec_channel = exec_channel
+        self.output_cap_bytes = output_cap_bytes
         self._swept = False
 
     def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
@@ -233,6 +243,8 @@ class LocalDockerSandbox(SandboxEnvironment):
         )
         try:
             await sandbox.prepare(detect_shell=self.shell is None)
+            if self.exec_channel:
+                await sandbox.open_channel(output_cap_bytes=self.output_cap_bytes)
             if self.setup_script:
                 result = await sandbox.execute(
                     self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
@@ -278,6 +290,8 @@ class DockerSandbox(Sandbox):
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self._deleted = False
         self._delete_lock = anyio.Lock()
+        self.channel: ExecChannel | None = None
+        self.output_cap_bytes = 8 << 20
 
     @property
     def container_id(self) -> str:
@@ -304,6 +318,47 @@ class DockerSandbox(Sandbox):
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(WORKSPACE, path))
 
+    async def open_channel(self, *, output_cap_bytes: int) -> None:
+        """Start the in-container helper; without python3 (or on any failure)
+        stay on one ``docker exec`` per command."""
+        self.output_cap_bytes = output_cap_bytes
+        channel = ExecChannel(None, self.container_id)
+        try:
+            await self.client.call(_start_channel, channel)
+        except ChannelError as exc:
+            channel.close()
+            emit("exec_channel_unavailable", session_id=self.session_id, reason=str(exc))
+            return
+        self.channel = channel
+
+    async def _over_channel(
+        self, header: dict[str, Any], body: bytes = b"", *, timeout: float
+    ) -> tuple[dict[str, Any], bytes] | None:
+        """One request over the channel; None if there is no channel.
+
+        Raises ``ChannelError`` if the channel is lost during this request;
+        later requests then go through ``docker exec`` one by one.
+        """
+        channel = self.channel
+        if channel is None:
+            return None
+        try:
+            return await anyio.to_thread.run_sync(
+                partial(channel.request, header, body, timeout=timeout),
+                limiter=_CHANNEL_WAITERS,
+                abandon_on_cancel=True,
+            )
+        except ChannelError as exc:
+            self.channel = None
+            channel.close()
+            logger.warning(
+                "exec channel of session %s lost (%s); using one docker exec per command",
+                self.session_id,
+                exc,
+            )
+            emit("exec_channel_lost", session_id=self.session_id, reason=str(exc))
+            raise
+
     async def execute(
         self,
         command: str,
@@ -314,6 +369,43 @@ class DockerSandbox(Sandbox):
     ) -> SandboxExecutionResult:
         timeout = check_timeout(timeout_seconds, name="timeout_seconds")
         timeout = timeout or self.default_exec_timeout_seconds
+        workdir = self._path(cwd) if cwd else WORKSPACE
+        started = time.perf_counter()
+        try:
+            answer = await self._over_channel(
+                {
+                    "op": "exec",
+                    "argv": [self.shell, "-c", command],
+                    "cwd": workdir,
+                    "env": check_env(env),
+                    "timeout": timeout,
+                    "cap": self.output_cap_bytes,
+                },
+                timeout=timeout + ANSWER_GRACE_SECONDS,
+            )
+        except ChannelError as exc:
+            # Not re-run: it may have done part of its work.  255, as ssh
+            # reports a lost connection.
+            return SandboxExecutionResult(
+                exit_code=CHANNEL_LOST_EXIT_CODE,
+                stdout="",
+                stderr=f"the sandbox's exec channel was lost during this command ({exc}); "
+                "it may or may not have completed\n",
+                duration_seconds=time.perf_counter() - started,
+            )
+        if answer is not None:
+            header, body = answer
+            if "error" in header:
+                raise OSError(f"exec in the sandbox failed: {header['message']}")
+            stdout, stderr = body[: header["stdout_len"]], body[header["stdout_len"] :]
+            return SandboxExecutionResult(
+                exit_code=header["exit_code"],
+                stdout=stdout.decode("utf-8", errors="replace"),
+                stderr=stderr.decode("utf-8", errors="replace"),
+                timed_out=header["timed_out"],
+                duration_seconds=time.perf_counter() - started,
+                output_truncated=header["stdout_total"] + header["stderr_total"] > len(body),
+            )
         argv = [
             "timeout",
             "-k",
@@ -323,8 +415,6 @@ class DockerSandbox(Sandbox):
             "-c",
             command,
         ]
-        workdir = self._path(cwd) if cwd else WORKSPACE
-        started = time.perf_counter()
         exit_code, stdout, stderr = await self.client.call(
             _exec, self.container_id, argv, check_env(env), workdir, abandon_on_cancel=True
         )
@@ -339,21 +429,68 @@ class DockerSandbox(Sandbox):
         )
 
     async def read_file(self, path: str) -> bytes:
-        return await self.client.call(_read_file, self.container_id, self._path(path))
+        target = self._path(path)
+        try:
+            answer = await self._over_channel({"op": "read", "path": target}, timeout=300)
+        except ChannelError:
+            answer = None  # reading again is harmless
+        if answer is None:
+            return await self.client.call(_read_file, self.container_id, target)
+        header, body = answer
+        if "error" in header:
+            raise _file_error(header, path)
+        return body
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        await self.client.call(_write_file, self.container_id, self._path(path), payload)
+        target = self._path(path)
+        try:
+            answer = await self._over_channel({"op": "write", "path": target}, payload, timeout=300)
+        except ChannelError:
+            answer = None  # writing the whole file again is harmless
+        if answer is None:
+            await self.client.call(_write_file, self.container_id, target, payload)
+            return
+        if "error" in answer[0]:
+            raise _file_error(answer[0], path)
 
     async def delete(self) -> None:
         async with self._delete_lock:  # a second caller waits, then finds it gone
             if self._deleted:
                 return
+            if self.channel is not None:
+                self.channel.close()
+                self.channel = None
             await self.client.call(_remove_container, self.container_id)
             self._deleted = True
 
 
 # --- blocking helpers, run in worker threads --------------------------------
+
+#: Threads waiting on channel answers hold no Engine connection, so they get
+#: their own, larger limiter: a long command must not starve the pool.
+_CHANNEL_WAITERS = anyio.CapacityLimiter(256)
+
+
+def _start_channel(client: docker.DockerClient, channel: ExecChannel) -> None:
+    from docker.errors import DockerException
+
+    channel.api = client.api
+    try:
+        channel.start()
+    except DockerException as exc:
+        raise ChannelError(f"cannot start the helper: {_short(exc)}") from exc
+
+
+def _file_error(header: dict[str, Any], path: str) -> OSError:
+    kinds = {
+        "FileNotFoundError": FileNotFoundError,
+        "IsADirectoryError": IsADirectoryError,
+        "PermissionError": PermissionError,
+        "NotADirectoryError": NotADirectoryError,
+    }
+    kind = kinds.get(header["error"], OSError)
+    return kind(f"{path}: {header['message']}")
 
 
 def _ensure_image(client: docker.DockerClient, image: str) -> None:

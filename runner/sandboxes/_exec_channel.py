@@ -1,0 +1,182 @@
+"""The host side of a sandbox's persistent exec channel.
+
+One ``docker exec`` runs ``_exec_helper.py`` for the whole life of the
+container; requests and answers travel over its attached stream, so a
+command costs a few milliseconds instead of the Engine API's three calls
+(create, start, inspect: ~50 ms here).  Any number of requests may be in
+flight: each carries an id, and a reader thread hands every answer to the
+request waiting for it.
+
+If the helper cannot start (no python3 in the image) or dies, the channel
+says so with ``ChannelError`` and the sandbox goes back to one exec per
+command: it never hangs, because every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+HELPER_SOURCE = resources.files("runner.sandboxes").joinpath("_exec_helper.py").read_text("utf-8")
+START_TIMEOUT_SECONDS = 15.0
+#: Beyond a command's own timeout, how long to wait for its answer before
+#: declaring the helper lost.
+ANSWER_GRACE_SECONDS = 15.0
+
+
+class ChannelError(Exception):
+    """The helper is unavailable or stopped answering; use per-command exec."""
+
+
+@dataclass
+class _Pending:
+    done: threading.Event = field(default_factory=threading.Event)
+    header: dict[str, Any] | None = None
+    body: bytes = b""
+
+
+class ExecChannel:
+    """A started helper process and the stream to it.  Thread-safe."""
+
+    def __init__(self, api: Any, container_id: str) -> None:
+        self.api = api
+        self.container_id = container_id
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._dead: str | None = None
+        self._stderr = bytearray()
+        self._socket: socket.socket | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    def start(self) -> None:
+        """Start the helper and wait for its first answer (blocking)."""
+        exec_id = self.api.exec_create(
+            self.container_id,
+            ["python3", "-u", "-c", HELPER_SOURCE],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+        )["Id"]
+        stream = self.api.exec_start(exec_id, socket=True)
+        self._socket = getattr(stream, "_sock", stream)
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"exec-channel-{self.container_id[:12]}", daemon=True
+        )
+        self._reader.start()
+        self.request({"op": "ping"}, timeout=START_TIMEOUT_SECONDS)
+
+    def request(
+        self, header: dict[str, Any], body: bytes = b"", *, timeout: float
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one request and wait (blocking) for its answer."""
+        if self._dead is not None:
+            raise ChannelError(self._dead)
+        request_id = next(self._ids)
+        pending = _Pending()
+        with self._lock:
+            self._pending[request_id] = pending
+        data = json.dumps({**header, "id": request_id}).encode("utf-8")
+        frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
+        try:
+            with self._write_lock:
+                assert self._socket is not None
+                self._socket.sendall(frame)
+                if body:
+                    self._socket.sendall(body)
+        except OSError as exc:
+            self._fail(f"writing to the helper failed: {exc}")
+        if not pending.done.wait(timeout):
+            self._fail(f"the helper did not answer within {timeout:g}s")
+        with self._lock:
+            self._pending.pop(request_id, None)
+        if pending.header is None:
+            raise ChannelError(self._dead or "the helper stopped")
+        return pending.header, pending.body
+
+    def close(self) -> None:
+        self._fail("closed")
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+            self._socket.close()
+
+    # --- reading ---------------------------------------------------------------
+
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            if self._dead is None:
+                detail = self._stderr.decode("utf-8", "replace").strip()[-500:]
+                self._dead = reason + (f" (helper stderr: {detail})" if detail else "")
+            pending = list(self._pending.values())
+        for item in pending:
+            item.done.set()
+
+    def _read_loop(self) -> None:
+        """Demultiplex Docker's stream frames, then parse the helper's frames."""
+        buffer = bytearray()
+        try:
+            while True:
+                stream_type, payload = self._docker_frame()
+                if stream_type == 2:
+                    self._stderr += payload
+                    del self._stderr[:-4000]
+                    continue
+                buffer += payload
+                while True:
+                    message = _take_frame(buffer)
+                    if message is None:
+                        break
+                    header, body = message
+                    with self._lock:
+                        pending = self._pending.get(header.get("id"))
+                    if pending is not None:
+                        pending.header, pending.body = header, body
+                        pending.done.set()
+        except (OSError, EOFError, ValueError) as exc:
+            self._fail(f"the helper's stream ended ({type(exc).__name__})")
+
+    def _docker_frame(self) -> tuple[int, bytes]:
+        header = self._recv_exact(8)
+        stream_type = header[0]
+        size = struct.unpack(">I", header[4:])[0]
+        return stream_type, self._recv_exact(size)
+
+    def _recv_exact(self, size: int) -> bytes:
+        assert self._socket is not None
+        chunks = bytearray()
+        while len(chunks) < size:
+            chunk = self._socket.recv(min(size - len(chunks), 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks += chunk
+        return bytes(chunks)
+
+
+def _take_frame(buffer: bytearray) -> tuple[dict[str, Any], bytes] | None:
+    """Remove and return one complete helper frame from ``buffer``, if there is one."""
+    if len(buffer) < 4:
+        return None
+    header_size = struct.unpack(">I", buffer[:4])[0]
+    body_at = 4 + header_size + 8
+    if len(buffer) < body_at:
+        return None
+    body_size = struct.unpack(">Q", buffer[4 + header_size : body_at])[0]
+    if len(buffer) < body_at + body_size:
+        return None
+    header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))
+    body = bytes(buffer[body_at : body_at + body_size])
+    del buffer[: body_at + body_size]
+    return header, body

@@ -1,0 +1,104 @@
+"""The Docker sandbox's persistent exec channel: one helper process per container."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from conftest import TEST_IMAGE
+
+import runner as agents
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+
+async def test_commands_run_under_the_helper(docker_backend) -> None:
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        assert session.sandbox.channel is not None
+        result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
+    assert result.stdout.startswith("python3 -u -c")
+
+
+async def test_concurrent_commands_on_one_sandbox_do_not_wait_for_each_other(
+    docker_backend,
+) -> None:
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        results: dict[str, agents.SandboxExecutionResult] = {}
+
+        async def waiter() -> None:
+            results["waiter"] = await box.execute(
+                "while [ ! -f go ]; do sleep 0.05; done; echo released", timeout_seconds=20
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.sleep(0.3)
+            results["releaser"] = await box.execute("touch go; echo touched")
+    assert results["releaser"].stdout == "touched\n"
+    assert (results["waiter"].exit_code, results["waiter"].stdout) == (0, "released\n")
+
+
+async def test_huge_output_is_capped_and_the_cap_reported(docker_backend) -> None:
+    env = docker_backend.environment(output_cap_bytes=1 << 20)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        result = await session.sandbox.execute(
+            "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo END"
+        )
+    assert result.exit_code == 0
+    assert result.output_truncated is True
+    assert len(result.stdout) < (1 << 20) + 100
+    assert result.stdout.startswith("aaaa")
+    assert result.stdout.endswith("\nEND\n")
+    assert "bytes omitted ...]" in result.stdout
+
+
+async def test_without_python3_the_sandbox_uses_one_exec_per_command(
+    docker_backend, docker_client
+) -> None:
+    container = docker_client.containers.run(
+        TEST_IMAGE, ["sh", "-c", "rm -f /usr/bin/python3*"], detach=True
+    )
+    container.wait()
+    container.commit(repository="sandbox-runner-test", tag="no-python")
+    container.remove(force=True)
+    events: list[dict] = []
+    try:
+        env = docker_backend.environment(image="sandbox-runner-test:no-python")
+        with agents.listen(events.append):
+            async with await agents.Agent(model="m", environment=env).start_session() as s:
+                assert s.sandbox.channel is None
+                result = await s.sandbox.execute("echo still works")
+                await s.sandbox.write_file("f.txt", "x")
+                assert await s.sandbox.read_file("f.txt") == b"x"
+    finally:
+        docker_client.images.remove("sandbox-runner-test:no-python", force=True)
+    assert result.stdout == "still works\n"
+    assert [e["event"] for e in events].count("exec_channel_unavailable") == 1
+
+
+async def test_a_dead_helper_is_reported_and_later_commands_still_run(docker_backend) -> None:
+    events: list[dict] = []
+    env = docker_backend.environment()
+    with agents.listen(events.append):
+        async with await agents.Agent(model="m", environment=env).start_session() as session:
+            box = session.sandbox
+            with anyio.fail_after(30):
+                lost = await box.execute("kill -9 $PPID; sleep 5")
+            assert lost.exit_code == 255
+            assert "exec channel was lost during this command" in lost.stderr
+            assert box.channel is None
+            after = await box.execute("echo after")
+            await box.write_file("g.txt", "y")
+            assert await box.read_file("g.txt") == b"y"
+    assert after.stdout == "after\n"
+    assert [e["event"] for e in events].count("exec_channel_lost") == 1
+
+
+async def test_the_channel_can_be_turned_off(docker_backend) -> None:
+    env = docker_backend.environment(exec_channel=False)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        assert session.sandbox.channel is None
+        result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
+    assert "python3" not in result.stdout
