@@ -102,3 +102,37 @@ async def test_the_channel_can_be_turned_off(docker_backend) -> None:
         assert session.sandbox.channel is None
         result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
     assert "python3" not in result.stdout
+
+
+async def test_a_warm_pool_hands_each_container_to_one_session(
+    docker_backend, docker_client
+) -> None:
+    env = docker_backend.environment(pool_size=2)
+    try:
+        assert await env.wait_pool_ready(timeout=60)
+        pooled = set(docker_backend.leftovers())
+        assert len(pooled) == 2
+        agent = agents.Agent(model="m", environment=env)
+        used = []
+        for _ in range(3):
+            async with await agent.start_session() as session:
+                used.append(session.sandbox.container_id)
+                assert session.sandbox.channel is not None
+                assert (await session.sandbox.execute("echo ok")).stdout == "ok\n"
+            assert docker_client.containers.list(all=True, filters={"id": used[-1]}) == []
+        assert len(set(used)) == 3
+        assert set(used[:1]) <= pooled  # the first session took a waiting container
+        labels = docker_client.api.inspect_container(sorted(set(docker_backend.leftovers()))[0])
+        assert labels["Config"]["Labels"]["sandbox-runner"] == "1"
+        assert labels["HostConfig"]["NetworkMode"] == "none"
+    finally:
+        env.close_pool()
+    assert docker_backend.leftovers() == []
+
+
+def test_yaml_pool_maps_to_pool_size(tmp_path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "version: 1\nagent:\n  model: m\n  environment:\n    sandbox: docker\n    pool: 3\n"
+    )
+    assert agents.load(path).environment.pool_size == 3

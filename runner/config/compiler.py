@@ -49,6 +49,7 @@ BACKEND_OPTIONS = {
         "memory",
         "cpus",
         "pids_limit",
+        "pool",
     },
     "mistral": {
         "image",
@@ -366,6 +367,7 @@ class _Compiler:
             "memory": spec.get("memory", "2g"),
             "cpus": spec.get("cpus"),
             "pids_limit": spec.get("pids_limit", 512),
+            "pool_size": spec.get("pool", 0),
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")

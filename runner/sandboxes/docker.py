@@ -25,7 +25,9 @@ import os
 import posixpath
 import socket
 import tarfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,6 +38,7 @@ from .._errors import SandboxSetupError, SandboxUnavailableError
 from .._events import emit
 from .._network import Network
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
+from ._pool import WarmPool
 from .base import (
     TIMEOUT_EXIT_CODE,
     Sandbox,
@@ -71,6 +74,8 @@ CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
 KILL_GRACE_SECONDS = 2
 _POOL_SIZE = 10  # docker-py's default connection pool per client
+#: A pooled container unclaimed this long is replaced by a fresh one.
+POOL_MAX_IDLE_SECONDS = 600.0
 
 START_DOCKER_HINT = (
     "start the engine (for example 'sudo dockerd --bridge=none --iptables=false &' or "
@@ -89,6 +94,13 @@ class DockerClient:
         self.base_url = base_url
         self._client: docker.DockerClient | None = None
         self._limiter: anyio.CapacityLimiter | None = None
+
+    def fork(self) -> DockerClient:
+        """A wrapper sharing this one's SDK client (and its connection pool) with a
+        limiter of its own, for use from another event loop (the warm pool's)."""
+        twin = DockerClient(self.base_url)
+        twin._client = self._connect()
+        return twin
 
     def _connect(self) -> docker.DockerClient:
         if self._client is None:
@@ -157,6 +169,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         docker_host: str | None = None,
         exec_channel: bool = True,
         output_cap_bytes: int = 8 << 20,
+        pool_size: int = 0,
     ) -> None:
         super().__init__(
             hooks=hooks,
@@ -188,6 +201,11 @@ class LocalDockerSandbox(SandboxEnvironment):
         self.client = DockerClient(docker_host)
         self.exec_channel = exec_channel
         self.output_cap_bytes = output_cap_bytes
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
+            raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
+        self.pool_size = pool_size
+        self._pool: WarmPool[DockerSandbox] | None = None
+        self._pool_lock = threading.Lock()
         self._swept = False
 
     def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
@@ -223,18 +241,75 @@ class LocalDockerSandbox(SandboxEnvironment):
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
 
+    # --- warm pool -------------------------------------------------------------
+
+    def start_pool(self) -> None:
+        """Start filling the warm pool now (it also starts on the first session)."""
+        if self.pool_size and self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = WarmPool(
+                        self.pool_size,
+                        self._make_pooled,
+                        _discard_pooled,
+                        max_idle_seconds=POOL_MAX_IDLE_SECONDS,
+                        name=f"docker-pool-{self.image}",
+                    )
+
+    async def wait_pool_ready(self, timeout: float = 120) -> bool:
+        """Start the pool if needed and wait until it is full."""
+        self.start_pool()
+        if self._pool is None:
+            return True
+        return await anyio.to_thread.run_sync(self._pool.wait_ready, timeout)
+
+    def close_pool(self) -> None:
+        """Remove the pool's idle containers (also done at interpreter exit)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _make_pooled(self) -> DockerSandbox:
+        """Runs in the pool's thread: the same creation code, in a private event loop.
+
+        A pooled container lives ``ttl_seconds`` after it is claimed at most,
+        plus the time it may wait in the pool.
+        """
+        lifetime = (self.ttl_seconds or 86400) + POOL_MAX_IDLE_SECONDS
+        return anyio.run(
+            partial(
+                self._create_new,
+                session_id=f"pool-{uuid.uuid4().hex[:12]}",
+                expires_at=time.time() + lifetime,
+                client=self.client.fork(),
+            )
+        )
+
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         if not self._swept:
             self._swept = True
             await self.client.call(collect_garbage)
-        await self.client.call(_ensure_image, self.image)
+        if self.pool_size:
+            self.start_pool()
+            assert self._pool is not None
+            pooled = self._pool.claim()
+            if pooled is not None:
+                pooled.adopt(session_id=session_id, client=self.client)
+                return pooled
+        return await self._create_new(session_id=session_id, expires_at=expires_at)
+
+    async def _create_new(
+        self, *, session_id: str, expires_at: float | None, client: DockerClient | None = None
+    ) -> DockerSandbox:
+        client = client or self.client
+        await client.call(_ensure_image, self.image)
         options = self.container_options(session_id=session_id, expires_at=expires_at)
         # Shielded: a cancellation arriving while the engine creates the
         # container would otherwise lose the handle and leak the container.
         with anyio.CancelScope(shield=True):
-            container = await self.client.call(_create_and_start, options)
+            container = await client.call(_create_and_start, options)
         sandbox = DockerSandbox(
-            client=self.client,
+            client=client,
             container=container,
             image=self.image,
             session_id=session_id,
@@ -289,7 +364,7 @@ class DockerSandbox(Sandbox):
         self.shell = shell
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self._deleted = False
-        self._delete_lock = anyio.Lock()
+        self._delete_lock: anyio.Lock | None = None  # made in the loop that deletes
         self.channel: ExecChannel | None = None
         self.output_cap_bytes = 8 << 20
 
@@ -454,7 +529,14 @@ class DockerSandbox(Sandbox):
         if "error" in answer[0]:
             raise _file_error(answer[0], path)
 
+    def adopt(self, *, session_id: str, client: DockerClient) -> None:
+        """Hand a pooled sandbox to a session (and to that session's event loop)."""
+        self.session_id = session_id
+        self.client = client
+
     async def delete(self) -> None:
+        if self._delete_lock is None:
+            self._delete_lock = anyio.Lock()
         async with self._delete_lock:  # a second caller waits, then finds it gone
             if self._deleted:
                 return
@@ -466,6 +548,14 @@ class DockerSandbox(Sandbox):
 
 
 # --- blocking helpers, run in worker threads --------------------------------
+
+
+def _discard_pooled(sandbox: DockerSandbox) -> None:
+    """Runs in the pool's thread (or at exit): remove an unclaimed container."""
+    if sandbox.channel is not None:
+        sandbox.channel.close()
+    _remove_container(sandbox.client._connect(), sandbox.container_id)
+
 
 #: Threads waiting on channel answers hold no Engine connection, so they get
 #: their own, larger limiter: a long command must not starve the pool.
