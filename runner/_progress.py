@@ -13,13 +13,14 @@ from typing import Any, TextIO
 class ProgressPrinter:
     """An event listener that writes progress lines to ``stream``."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, prefix: str = "") -> None:
         self.stream = stream
+        self.prefix = prefix
         #: (hook, point) -> its error message as reported (secrets scrubbed).
         self.hook_errors: dict[tuple[str, str], str] = {}
 
     def _write(self, text: str) -> None:
-        self.stream.write(text + "\n")
+        self.stream.write(self.prefix + text + "\n")
         self.stream.flush()
 
     def __call__(self, event: dict[str, Any]) -> None:

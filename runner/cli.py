@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,18 @@ def render(file: str, assignments: tuple[str, ...], input_files: tuple[str, ...]
 @click.option(
     "--json", "as_json", is_flag=True, help="Also write one JSON event per line to stdout."
 )
+@click.option(
+    "--input-sets",
+    type=click.Path(dir_okay=False),
+    help="YAML/JSON list of input mappings: one session per item (over --input/--inputs).",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 256),
+    default=4,
+    show_default=True,
+    help="With --input-sets: how many sessions run at once.",
+)
 def run(
     file: str,
     assignments: tuple[str, ...],
@@ -176,6 +189,8 @@ def run(
     prompt_file: Any,
     output_dir: str,
     as_json: bool,
+    input_sets: str | None,
+    parallel: int,
 ) -> None:
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
 
@@ -191,40 +206,145 @@ def run(
 
     compiled = _compile(file, output_dir=str(Path(output_dir).resolve()))
     values = _input_values(compiled, assignments, input_files)
-    code = anyio.run(_run_session, compiled, values, prompt, as_json)
+    if input_sets is None:
+        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json))
+    sets = _load_input_sets(input_sets, base=values)
+    code = anyio.run(
+        _run_parallel, file, Path(output_dir).resolve(), sets, prompt, parallel, as_json
+    )
     sys.exit(code)
+
+
+def _load_input_sets(path: str, *, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sets of a --input-sets file, each laid over the --input/--inputs values."""
+    from .config import ConfigError
+    from .config.yaml_loader import load_file
+
+    try:
+        data = load_file(path).data
+    except ConfigError as exc:
+        _fail(str(exc))
+    if not isinstance(data, list) or not data or not all(isinstance(i, dict) for i in data):
+        _fail(f"--input-sets {path}: expected a non-empty list of mappings (input_id: value)")
+    return [{**base, **item} for item in data]
+
+
+async def _run_parallel(
+    file: str,
+    output_dir: Path,
+    sets: list[dict[str, Any]],
+    prompt: str | None,
+    parallel: int,
+    as_json: bool,
+) -> int:
+    """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
+    from ._progress import ProgressPrinter
+    from ._run import run_many
+
+    emit_json = _json_writer(as_json)
+    # Compiled once per set: each set's save: steps write into its own folder.
+    agents = [
+        _compile(file, output_dir=str(output_dir / str(index + 1))).agent
+        for index in range(len(sets))
+    ]
+
+    def listener_for(index: int) -> Any:
+        printer = ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ")
+
+        def on_event(event: dict[str, Any]) -> None:
+            printer(event)
+            emit_json({**event, "set": index + 1})
+
+        return on_event
+
+    started = time.perf_counter()
+    outcomes, interrupted = await _until_signal(
+        run_many(
+            agents.__getitem__, sets, prompt=prompt, concurrency=parallel, listener_for=listener_for
+        )
+    )
+    outcomes = outcomes or []
+    failed = sum(1 for o in outcomes if not o.ok)
+    click.echo(
+        f"runner: {len(sets)} session(s), {len(outcomes) - failed} ok, {failed} failed "
+        f"(parallel {parallel}, {time.perf_counter() - started:.2f}s)",
+        err=True,
+    )
+    click.echo(f"  {'set':>4}  {'status':<8}{'exit':>4}  {'time':>8}  detail", err=True)
+    for index, outcome in enumerate(outcomes):
+        status = "ok" if outcome.ok else "failed"
+        detail = outcome.messages[0] if outcome.messages else ""
+        click.echo(
+            f"  {index + 1:>4}  {status:<8}{outcome.exit_code:>4}  "
+            f"{outcome.duration_seconds:>7.2f}s  {detail[:100]}",
+            err=True,
+        )
+        if outcome.text is not None and not as_json:
+            click.echo(f"[{index + 1}] {outcome.text}")
+        emit_json(
+            {
+                "event": "result",
+                "set": index + 1,
+                "exit_code": outcome.exit_code,
+                "text": outcome.text,
+                "messages": outcome.messages,
+            }
+        )
+    if interrupted:
+        click.echo("runner: interrupted; every open session was closed", err=True)
+        return EXIT_INTERRUPTED
+    code = max((o.exit_code for o in outcomes), default=EXIT_OK)
+    emit_json({"event": "summary", "sessions": len(sets), "failed": failed, "exit_code": code})
+    return code
 
 
 async def _run_session(
     compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool
 ) -> int:
-    import signal
-
-    import anyio
-
-    from ._chat_completions import MissingCredentialsError
-    from ._errors import (
-        MissingExtraError,
-        SandboxSetupError,
-        SandboxUnavailableError,
-        SdkError,
-        SessionInputError,
-    )
     from ._events import listen
-    from ._model import Completed
     from ._progress import ProgressPrinter
+    from ._run import run_once
 
+    emit_json = _json_writer(as_json)
     printer = ProgressPrinter(sys.stderr)
-    interrupted: list[int] = []
-
-    def emit_json(event: dict[str, Any]) -> None:
-        if as_json:
-            sys.stdout.write(json.dumps(event, default=str) + "\n")
-            sys.stdout.flush()
 
     def on_event(event: dict[str, Any]) -> None:
         printer(event)
         emit_json(event)
+
+    with listen(on_event):
+        outcome, interrupted = await _until_signal(run_once(compiled.agent, values, prompt=prompt))
+    code = outcome.exit_code if outcome is not None else EXIT_FAILED
+    for message in outcome.messages if outcome is not None else []:
+        click.echo(f"runner: {message}", err=True)
+    if interrupted:
+        click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
+        code = EXIT_INTERRUPTED
+    text = outcome.text if outcome is not None else None
+    if text is not None and not as_json:
+        click.echo(text)
+    emit_json({"event": "result", "exit_code": code, "text": text})
+    return code
+
+
+def _json_writer(enabled: bool) -> Any:
+    def emit_json(event: dict[str, Any]) -> None:
+        if enabled:
+            sys.stdout.write(json.dumps(event, default=str) + "\n")
+            sys.stdout.flush()
+
+    return emit_json
+
+
+async def _until_signal(work: Any) -> tuple[Any, bool]:
+    """Await ``work``; SIGINT/SIGTERM cancel it (its cleanup is shielded and
+    finishes).  Returns (its result or None, whether a signal arrived)."""
+    import signal
+
+    import anyio
+
+    interrupted: list[int] = []
+    result: list[Any] = []
 
     async def watch_signals(scope: anyio.CancelScope) -> None:
         # The receiver stays open until the end, so a second Ctrl-C cannot
@@ -236,71 +356,12 @@ async def _run_session(
                 interrupted.append(received)
                 scope.cancel()
 
-    code = EXIT_OK
-    turn_text: str | None = None
-    failure: Exception | None = None
-    agent = compiled.agent
-    session: Any = None
-
-    async def work() -> None:
-        nonlocal code, turn_text, session
-        if prompt is not None:
-            agent.resolve_model()  # a model that cannot run fails before any sandbox
-        session = await agent.start_session(session_inputs=values)
-        async with session:
-            if prompt is not None:
-                result = await session.run(prompt)
-                if isinstance(result, Completed):
-                    turn_text = result.text
-                else:
-                    click.echo(f"runner: turn failed: {result.error}", err=True)
-                    code = EXIT_FAILED
-
-    with listen(on_event):
-        async with anyio.create_task_group() as tg:
-            with anyio.CancelScope() as scope:
-                tg.start_soon(watch_signals, scope)
-                try:
-                    await work()
-                except Exception as exc:  # reported below, outside the task group
-                    failure = exc
-            tg.cancel_scope.cancel()
-    usage_errors = (
-        SessionInputError,
-        SdkError,
-        SandboxUnavailableError,
-        MissingExtraError,
-        MissingCredentialsError,
-    )
-    if isinstance(failure, usage_errors):
-        click.echo(f"runner: {failure}", err=True)
-        code = EXIT_USAGE
-    elif isinstance(failure, SandboxSetupError):
-        click.echo(f"runner: {failure}", err=True)
-        code = EXIT_FAILED
-    elif failure is not None:
-        hook = getattr(failure, "runner_hook", None)
-        if hook:
-            error = printer.hook_errors.get(hook, str(failure))
-            click.echo(
-                f"runner: hook {hook[0]}.{hook[1]} failed: {type(failure).__name__}: {error}",
-                err=True,
-            )
-        else:
-            click.echo(f"runner: run failed: {type(failure).__name__}: {failure}", err=True)
-        code = EXIT_FAILED
-    if session is not None and session.destroy_failures:
-        for destroy_failure in session.destroy_failures:
-            click.echo(f"runner: {destroy_failure}", err=True)
-        if code == EXIT_OK:
-            code = EXIT_FAILED
-    if interrupted:
-        click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
-        code = EXIT_INTERRUPTED
-    if turn_text is not None and not as_json:
-        click.echo(turn_text)
-    emit_json({"event": "result", "exit_code": code, "text": turn_text})
-    return code
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as scope:
+            tg.start_soon(watch_signals, scope)
+            result.append(await work)
+        tg.cancel_scope.cancel()
+    return (result[0] if result else None), bool(interrupted)
 
 
 @main.command()

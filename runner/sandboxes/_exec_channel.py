@@ -55,6 +55,7 @@ class ExecChannel:
         self._dead: str | None = None
         self._stderr = bytearray()
         self._socket: socket.socket | None = None
+        self._stream: Any = None
         self._reader: threading.Thread | None = None
 
     @property
@@ -71,6 +72,7 @@ class ExecChannel:
             stderr=True,
         )["Id"]
         stream = self.api.exec_start(exec_id, socket=True)
+        self._stream = stream  # closed with the socket: it holds a reference to it
         self._socket = getattr(stream, "_sock", stream)
         self._reader = threading.Thread(
             target=self._read_loop, name=f"exec-channel-{self.container_id[:12]}", daemon=True
@@ -112,6 +114,9 @@ class ExecChannel:
             with contextlib.suppress(OSError):
                 self._socket.shutdown(socket.SHUT_RDWR)
             self._socket.close()
+        if self._stream is not None and self._stream is not self._socket:
+            with contextlib.suppress(OSError):
+                self._stream.close()
 
     # --- reading ---------------------------------------------------------------
 

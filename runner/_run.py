@@ -1,0 +1,149 @@
+"""Running whole sessions: one (``run_once``) or many at a time (``run_many``).
+
+What ``runner run`` does, as library functions: start a session, run the
+prompt if there is one, close the session, and sum it all up as an exit code
+and messages instead of exceptions, because a CI job wants an outcome per
+session, not a traceback.  The CLI only prints what these return.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ._events import listen
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass
+class RunOutcome:
+    """How one session went: an exit code (0 ok, 1 failed, 2 usage) and why."""
+
+    exit_code: int = EXIT_OK
+    text: str | None = None
+    messages: list[str] = field(default_factory=list)
+    duration_seconds: float = 0.0
+    session_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from ._chat_completions import MissingCredentialsError
+    from ._errors import (
+        MissingExtraError,
+        SandboxUnavailableError,
+        SdkError,
+        SessionInputError,
+    )
+
+    return (
+        SessionInputError,
+        SdkError,
+        SandboxUnavailableError,
+        MissingExtraError,
+        MissingCredentialsError,
+    )
+
+
+async def run_once(
+    agent: Any, session_inputs: Mapping[str, Any] | None = None, *, prompt: str | None = None
+) -> RunOutcome:
+    """Start a session, run ``prompt`` if given, close it; never raises for a failure.
+
+    Cancellation still propagates (after the session closed), so a caller
+    can tell an interrupted run from a failed one.
+    """
+    from ._errors import SandboxSetupError
+    from ._model import Completed
+
+    outcome = RunOutcome()
+    hook_errors: dict[tuple[str, str], str] = {}
+
+    def remember(event: dict[str, Any]) -> None:
+        if event["event"] == "hook_failed":  # its message has secrets scrubbed
+            hook_errors[(event["hook"], event["point"])] = event["error"]
+        elif event["event"] == "session_starting":
+            outcome.session_id = event["session_id"]
+
+    started = time.perf_counter()
+    session: Any = None
+    with listen(remember):
+        try:
+            if prompt is not None:
+                agent.resolve_model()  # a model that cannot run fails before any sandbox
+            session = await agent.start_session(session_inputs=session_inputs)
+            async with session:
+                if prompt is not None:
+                    result = await session.run(prompt)
+                    if isinstance(result, Completed):
+                        outcome.text = result.text
+                    else:
+                        outcome.exit_code = EXIT_FAILED
+                        outcome.messages.append(f"turn failed: {result.error}")
+        except _usage_errors() as exc:
+            outcome.exit_code = EXIT_USAGE
+            outcome.messages.append(str(exc))
+        except SandboxSetupError as exc:
+            outcome.exit_code = EXIT_FAILED
+            outcome.messages.append(str(exc))
+        except Exception as exc:
+            outcome.exit_code = EXIT_FAILED
+            hook = getattr(exc, "runner_hook", None)
+            if hook:
+                error = hook_errors.get(hook, str(exc))
+                outcome.messages.append(
+                    f"hook {hook[0]}.{hook[1]} failed: {type(exc).__name__}: {error}"
+                )
+            else:
+                outcome.messages.append(f"run failed: {type(exc).__name__}: {exc}")
+        finally:
+            outcome.duration_seconds = time.perf_counter() - started
+    if session is not None and session.destroy_failures:
+        outcome.messages.extend(str(failure) for failure in session.destroy_failures)
+        if outcome.exit_code == EXIT_OK:
+            outcome.exit_code = EXIT_FAILED
+    return outcome
+
+
+async def run_many(
+    agent_for: Callable[[int], Any],
+    input_sets: Sequence[Mapping[str, Any]],
+    *,
+    prompt: str | None = None,
+    concurrency: int = 4,
+    listener_for: Callable[[int], Callable[[dict[str, Any]], None]] | None = None,
+) -> list[RunOutcome]:
+    """One session per input set, at most ``concurrency`` at a time, in a task group.
+
+    ``agent_for(index)`` gives the agent of each set (the CLI compiles the
+    file once per set, so each set saves into its own output folder);
+    ``listener_for(index)`` may return a progress listener for that set.
+    Outcomes come back in input order.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    limiter = anyio.CapacityLimiter(concurrency)
+    outcomes: list[RunOutcome | None] = [None] * len(input_sets)
+
+    async def one(index: int) -> None:
+        async with limiter:
+            if listener_for is not None:
+                with listen(listener_for(index)):
+                    outcomes[index] = await run_once(
+                        agent_for(index), input_sets[index], prompt=prompt
+                    )
+            else:
+                outcomes[index] = await run_once(agent_for(index), input_sets[index], prompt=prompt)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(len(input_sets)):
+            tg.start_soon(one, index)
+    return [outcome for outcome in outcomes if outcome is not None]
