@@ -140,6 +140,10 @@ def resolve_inputs(
             # Another class already took this id: the value must satisfy this one too.
             dependency.input_class.from_value(resolved[input_id], consumer=dependency.consumer)
             continue
+        if input_id not in given:
+            provided = dependency.input_class.__provide__()
+            if provided is not None:
+                given[input_id] = provided
         if input_id not in given and dependency.input_class.__optional__:
             resolved[input_id] = dependency.input_class.from_value({}, consumer=dependency.consumer)
             continue

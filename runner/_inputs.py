@@ -126,12 +126,24 @@ class SessionInput:
     __from_schema__: ClassVar[bool] = False
     #: A secret input's values never appear in messages, events or logs.
     __secret__: ClassVar[bool] = False
+    #: Refuse string values starting with "-", so none can pass for an option.
+    __no_leading_dash__: ClassVar[bool] = False
+
+    @classmethod
+    def __provide__(cls) -> Any:
+        """The value to use when the caller gives none (None: the input is missing).
+
+        Secrets declared in YAML override this to read the host's environment
+        and files at session start, before any sandbox exists.
+        """
+        return None
+
     __schema__: ClassVar[dict[str, Any]]
     __field_names__: ClassVar[tuple[str, ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "__schema__" in cls.__dict__:  # built by from_json_schema: schema given
+        if "__schema__" in cls.__dict__ or cls.__from_schema__:  # schema given, not derived
             return
         input_id = cls.__dict__.get("input_id", getattr(cls, "input_id", None))
         if not isinstance(input_id, str) or not input_id.strip():
@@ -184,6 +196,7 @@ class SessionInput:
         name: str | None = None,
         optional: bool = False,
         secret: bool = False,
+        no_leading_dash: bool = False,
     ) -> type[SessionInput]:
         """A SessionInput class whose schema is given rather than derived.
 
@@ -203,6 +216,7 @@ class SessionInput:
             "__optional__": optional,
             "__from_schema__": True,
             "__secret__": secret,
+            "__no_leading_dash__": no_leading_dash,
             "__module__": __name__,
         }
         return type(class_name, (cls,), namespace)
@@ -244,6 +258,8 @@ class SessionInput:
             cls.__schema__, data, input_id=cls.input_id, consumer=consumer, secret=cls.__secret__
         )
         _reject_nul(data, input_id=cls.input_id, consumer=consumer)
+        if cls.__no_leading_dash__:
+            _reject_leading_dash(data, input_id=cls.input_id, consumer=consumer)
         self = object.__new__(cls)
         for name in cls.__field_names__:
             object.__setattr__(self, name, data.get(name))
@@ -288,23 +304,38 @@ def _with_defaults(schema: Mapping[str, Any], value: Any) -> Any:
     return value
 
 
-def _reject_nul(value: Any, *, input_id: str, consumer: str | None, path: str = "") -> None:
-    """No string may hold NUL: no command line or file name can carry one."""
-    if isinstance(value, str) and "\0" in value:
-        who = f"{consumer}: " if consumer else ""
-        where = f" field {path!r}" if path else ""
-        raise SessionInputError(
-            f"{who}session input {input_id!r}{where} contains a NUL character", input_id=input_id
-        )
-    if isinstance(value, dict):
+def _strings(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
+    """(dotted path, string) for every string inside ``value``."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
         for key, item in value.items():
-            _reject_nul(
-                item, input_id=input_id, consumer=consumer, path=f"{path}.{key}".lstrip(".")
-            )
+            yield from _strings(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _reject_nul(
-                item, input_id=input_id, consumer=consumer, path=f"{path}.{index}".lstrip(".")
+            yield from _strings(item, f"{path}.{index}" if path else str(index))
+
+
+def _reject_leading_dash(value: Any, *, input_id: str, consumer: str | None) -> None:
+    for path, text in _strings(value):
+        if text.startswith("-"):
+            who = f"{consumer}: " if consumer else ""
+            raise SessionInputError(
+                f"{who}session input {input_id!r} field {path!r} starts with '-', which this "
+                "input refuses (no_leading_dash): a command could read it as an option",
+                input_id=input_id,
+            )
+
+
+def _reject_nul(value: Any, *, input_id: str, consumer: str | None) -> None:
+    """No string may hold NUL: no command line or file name can carry one."""
+    for path, text in _strings(value):
+        if "\0" in text:
+            who = f"{consumer}: " if consumer else ""
+            where = f" field {path!r}" if path else ""
+            raise SessionInputError(
+                f"{who}session input {input_id!r}{where} contains a NUL character",
+                input_id=input_id,
             )
 
 
@@ -312,22 +343,30 @@ MASK = "***"
 
 
 def secret_strings(values: Iterable[SessionInput]) -> list[str]:
-    """Every string inside the secret inputs among ``values``, longest first."""
+    """Every string inside the secret inputs among ``values``, longest first,
+    in the forms it may show up in: raw, shell-quoted, URL-encoded, base64."""
+    import base64
+    import shlex
+    from urllib.parse import quote
+
     found: set[str] = set()
-
-    def collect(value: Any) -> None:
-        if isinstance(value, str) and value:
-            found.add(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                collect(item)
-        elif isinstance(value, list):
-            for item in value:
-                collect(item)
-
     for value in values:
-        if value.__secret__:
-            collect(value.to_dict())
+        if not value.__secret__:
+            continue
+        for _, text in _strings(value.to_dict()):
+            if len(text) < 3:  # too short to scrub without mangling everything
+                continue
+            raw = text.encode("utf-8")
+            found.update(
+                {
+                    text,
+                    shlex.quote(text),
+                    quote(text, safe=""),
+                    base64.b64encode(raw).decode("ascii"),
+                    base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+                    base64.b64encode(raw).decode("ascii").rstrip("="),
+                }
+            )
     return sorted(found, key=len, reverse=True)
 
 

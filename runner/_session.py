@@ -17,7 +17,7 @@ import anyio
 
 from ._errors import SessionTerminatedError
 from ._events import emit
-from ._inputs import SessionInput
+from ._inputs import SessionInput, scrub, secret_strings
 from ._lifecycle import HookFailure, LifecyclePlan, close_sandbox
 from ._model import Message, Model, TurnResult
 from ._turns import run_turn
@@ -105,13 +105,15 @@ class Session:
             self.sandbox,
             max_tool_calls=self.agent.max_tool_calls,
         )
+        secrets = secret_strings(self.inputs.values())
+        text, error = getattr(result, "text", None), getattr(result, "error", None)
         emit(
             "turn",
             session_id=self.id,
             status=type(result).__name__.lower(),
             duration_seconds=time.perf_counter() - started,
-            text=getattr(result, "text", None),
-            error=getattr(result, "error", None),
+            text=scrub(text, secrets) if text else text,
+            error=scrub(error, secrets) if error else error,
             tool_calls=[{"name": c.name, "is_error": c.is_error} for c in result.tool_calls],
         )
         return result

@@ -28,6 +28,7 @@ from .steps import (
     Paths,
     RunStep,
     SaveStep,
+    SecretFileStep,
     Step,
     StepsHook,
     UploadStep,
@@ -99,6 +100,8 @@ class _Compiler:
             config_dir=config_path.parent.resolve(),
         )
         self.inputs: dict[str, DeclaredInput] = {}
+        self.secret_specs: dict[str, Any] = dict(self.data.get("secrets") or {})
+        self.secrets_class: type[SessionInput] | None = None
 
     def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.document.problem(path, message, at_key=at_key))
@@ -109,12 +112,34 @@ class _Compiler:
 
     # --- inputs -------------------------------------------------------------
 
+    def compile_secrets(self) -> None:
+        from .secrets import secrets_input_class
+
+        for name, spec in self.secret_specs.items():
+            if "from_file" in spec:
+                reason = check_relative(spec["from_file"])
+                if reason:
+                    self.problem(("secrets", name, "from_file"), reason)
+        if self.secret_specs:
+            self.secrets_class = secrets_input_class(self.secret_specs, self.paths.config_dir)
+
+    def secret_name(self, path: JsonPath, name: str) -> bool:
+        """Is ``name`` a declared secret?  If not, say so at ``path``."""
+        if name in self.secret_specs:
+            return True
+        declared = ", ".join(sorted(self.secret_specs)) or "none"
+        self.problem(path, f"unknown secret {name!r} (declared under secrets: {declared})")
+        return False
+
     def compile_inputs(self) -> None:
         from jsonschema import Draft202012Validator, SchemaError
 
         aliases: dict[str, str] = {}
         for input_id, spec in (self.data.get("inputs") or {}).items():
             path: JsonPath = ("inputs", input_id)
+            if input_id.startswith("runner."):
+                self.problem(path, "input ids starting with 'runner.' are reserved", at_key=True)
+                continue
             schema = spec["schema"]
             try:
                 Draft202012Validator.check_schema(schema)
@@ -156,6 +181,7 @@ class _Compiler:
                     schema,
                     optional=not required,
                     secret=bool(spec.get("secret", False)),
+                    no_leading_dash=bool(spec.get("no_leading_dash", False)),
                 ),
                 alias=alias,
                 required=required,
@@ -182,16 +208,19 @@ class _Compiler:
 
     # --- hooks --------------------------------------------------------------
 
-    def bindings_for(self, templates: list[Template]) -> list[InputBinding]:
+    def bindings_for(self, templates: list[Template], *, secrets: bool) -> list[InputBinding]:
         used: set[str] = set()
         for template in templates:
             used |= template.names
         everything = "inputs" in used
-        return [
+        bindings = [
             d.binding()
             for d in self.inputs.values()
             if everything or (d.alias is not None and d.alias in used)
         ]
+        if secrets and self.secrets_class is not None:
+            bindings.append(InputBinding(self.secrets_class, None, templated=False))
+        return bindings
 
     def compile_step(self, path: JsonPath, spec: Mapping[str, Any]) -> tuple[Step | None, list]:
         label = spec.get("name")
@@ -205,7 +234,12 @@ class _Compiler:
             }
             cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
-            if all(t is not None for t in templates):
+            secret_env = dict(spec.get("secrets") or {})
+            known = all(
+                self.secret_name((*path, "secrets", env_name), secret)
+                for env_name, secret in secret_env.items()
+            )
+            if all(t is not None for t in templates) and known:
                 step = RunStep(
                     label=label,
                     command=command,  # type: ignore[arg-type]
@@ -213,6 +247,7 @@ class _Compiler:
                     env=env,  # type: ignore[arg-type]
                     cwd=cwd,
                     check=spec.get("check", True),
+                    secret_env=secret_env,
                 )
         elif "write" in spec:
             target = self.template((*path, "write"), spec["write"], shell=False)
@@ -228,6 +263,11 @@ class _Compiler:
                 step = SaveStep(
                     label=label, path=source, to=to, missing_ok=spec.get("missing_ok", False)
                 )
+        elif "secret_file" in spec:
+            target = self.template((*path, "secret_file"), spec["secret_file"], shell=False)
+            templates = [target]
+            if target and self.secret_name((*path, "secret"), spec["secret"]):
+                step = SecretFileStep(label=label, path=target, secret=spec["secret"])
         elif "upload" in spec:
             source = self.host_path((*path, "upload"), spec["upload"])
             to = self.template((*path, "to"), spec["to"], shell=False)
@@ -240,10 +280,12 @@ class _Compiler:
         points: dict[str, list[Step]] = {"on_create": [], "on_destroy": []}
         templates: list[Template] = []
         ok = True
+        uses_secrets = False
         for point in points:
             for index, step_spec in enumerate(spec.get(point) or []):
                 step, used = self.compile_step((*path, point, index), step_spec)
                 templates += used
+                uses_secrets |= "secrets" in step_spec or "secret_file" in step_spec
                 if step is None:
                     ok = False
                 else:
@@ -254,7 +296,7 @@ class _Compiler:
             name=spec["name"],
             on_create=points["on_create"],
             on_destroy=points["on_destroy"],
-            inputs=self.bindings_for(templates),
+            inputs=self.bindings_for(templates, secrets=uses_secrets),
             paths=self.paths,
         )
 
@@ -404,6 +446,7 @@ class _Compiler:
     def compile(self) -> CompiledConfig | None:
         from .._agent import Agent
 
+        self.compile_secrets()
         self.compile_inputs()
         agent_spec = self.data["agent"]
         hooks = self.compile_hooks(agent_spec.get("environment") or {})
@@ -417,7 +460,8 @@ class _Compiler:
                 instructions=agent_spec.get("instructions"),
                 base_url=agent_spec.get("base_url"),
                 environment=environment,
-                inputs=[d.input_class for d in self.inputs.values()],
+                inputs=[d.input_class for d in self.inputs.values()]
+                + ([self.secrets_class] if self.secrets_class else []),
                 **(
                     {"max_tool_calls": agent_spec["max_tool_calls"]}
                     if "max_tool_calls" in agent_spec

@@ -11,6 +11,7 @@ every ``{{ }}`` in a ``run`` command is shell-quoted by the template itself.
 from __future__ import annotations
 
 import inspect
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class InputBinding:
 
     input_class: type[SessionInput]
     alias: str | None
+    #: False for the secrets input: steps read it, templates never see it.
+    templated: bool = True
 
     @property
     def secret(self) -> bool:
@@ -73,6 +76,8 @@ def template_context(
     by_id: dict[str, Any] = {}
     context: dict[str, Any] = {}
     for binding in bindings:
+        if not binding.templated:
+            continue
         value = values[binding.input_class.input_id].to_dict()
         if mask_secrets and binding.secret:
             value = _masked(value)
@@ -120,7 +125,11 @@ class Step:
         raise NotImplementedError
 
     async def run(
-        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
     ) -> dict:
         raise NotImplementedError
 
@@ -132,18 +141,25 @@ class RunStep(Step):
     env: dict[str, Template] = field(default_factory=dict)
     cwd: Template | None = None
     check: bool = True
+    secret_env: dict[str, str] = field(default_factory=dict)  # ENV_NAME -> secret name
     kind: str = field(init=False, default="run")
 
     def describe(self, context: Mapping[str, Any]) -> str:
         return self.command.render(context)
 
     async def run(
-        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
     ) -> dict:
+        env = {name: value.render(context) for name, value in self.env.items()}
+        env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
         result = await ctx.sandbox.execute(
             self.command.render(context),
             timeout_seconds=self.timeout_seconds,
-            env={name: value.render(context) for name, value in self.env.items()} or None,
+            env=env or None,
             cwd=self.cwd.render(context) if self.cwd else None,
         )
         if self.check and result.exit_code != 0:
@@ -165,7 +181,11 @@ class WriteStep(Step):
         return f"write {self.path.render(context)}"
 
     async def run(
-        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
     ) -> dict:
         data = self.content.render(context).encode("utf-8")
         await ctx.sandbox.write_file(self.path.render(context), data)
@@ -183,7 +203,11 @@ class SaveStep(Step):
         return f"save {self.path.render(context)} -> {self.to.render(context)}"
 
     async def run(
-        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
     ) -> dict:
         target = resolve_inside(paths.output_dir, self.to.render(context), what="save: to")
         try:
@@ -207,12 +231,40 @@ class UploadStep(Step):
         return f"upload {self.source.render(context)} -> {self.to.render(context)}"
 
     async def run(
-        self, ctx: SandboxCallbackContext, context: Mapping[str, Any], paths: Paths
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
     ) -> dict:
         source = resolve_inside(paths.config_dir, self.source.render(context), what="upload")
         data = await anyio.Path(source).read_bytes()
         await ctx.sandbox.write_file(self.to.render(context), data)
         return {"bytes": len(data)}
+
+
+@dataclass
+class SecretFileStep(Step):
+    path: Template
+    secret: str
+    kind: str = field(init=False, default="secret_file")
+
+    def describe(self, context: Mapping[str, Any]) -> str:
+        return f"secret_file {self.path.render(context)} (secret {self.secret})"
+
+    async def run(
+        self,
+        ctx: SandboxCallbackContext,
+        context: Mapping[str, Any],
+        paths: Paths,
+        secrets: Mapping[str, str],
+    ) -> dict:
+        target = self.path.render(context)
+        await ctx.sandbox.write_file(target, secrets[self.secret])
+        result = await ctx.sandbox.execute(f"chmod 600 {shlex.quote(target)}")
+        if result.exit_code != 0:
+            raise StepFailedError(f"chmod 600 failed: {result.stderr.strip()}", exit_code=1)
+        return {}
 
 
 class StepsHook(SandboxHook):
@@ -272,6 +324,10 @@ class StepsHook(SandboxHook):
     ) -> None:
         values = self._values(inputs)
         context = self.context(values, ctx.session_id)
+        secret_values = next(
+            (values[b.input_class.input_id].to_dict() for b in self.bindings if not b.templated),
+            {},
+        )
         shown = self.context(values, ctx.session_id, mask=True)
         secrets = secret_strings(values.values())
         for index, step in enumerate(steps):
@@ -287,7 +343,7 @@ class StepsHook(SandboxHook):
             emit("step_started", **common)
             started = time.perf_counter()
             try:
-                details = await step.run(ctx, context, self.paths)
+                details = await step.run(ctx, context, self.paths, secret_values)
             except Exception as exc:
                 message = _shorten(scrub(str(exc), secrets))
                 emit(

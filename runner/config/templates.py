@@ -103,13 +103,49 @@ def _text(value: Any) -> str:
     return text
 
 
+#: Attributes no template may touch: the classic ways out of a Jinja sandbox.
+FORBIDDEN_ATTRIBUTES = frozenset({"mro", "format", "format_map", "__class__", "__subclasses__"})
+
+
+class TemplateSecurityError(AgentsError):
+    """A template reached for something the sandbox forbids."""
+
+
+class _StrictSandbox(SandboxedEnvironment):
+    """Jinja's sandbox, made loud: an unsafe attribute is an error, not ''."""
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if attr in FORBIDDEN_ATTRIBUTES:
+            return False
+        return super().is_safe_attribute(obj, attr, value)
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        raise TemplateSecurityError(
+            f"templates may not access {attribute!r} of a {type(obj).__name__}"
+        )
+
+
 def _environment(finalize: Any) -> SandboxedEnvironment:
-    return SandboxedEnvironment(
+    return _StrictSandbox(
         undefined=StrictUndefined,
         finalize=finalize,
         autoescape=False,
         keep_trailing_newline=True,
     )
+
+
+def _unsafe_access(tree: nodes.Template) -> list[tuple[int, str]]:
+    """(line, what) for every attribute or filter that reaches outside the sandbox."""
+    found = []
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        if isinstance(node, nodes.Filter):
+            if node.name == "attr":
+                found.append((node.lineno, "the |attr filter"))
+            continue
+        name = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
+        if isinstance(name, str) and (name.startswith("_") or name in FORBIDDEN_ATTRIBUTES):
+            found.append((node.lineno, repr(name)))
+    return found
 
 
 _SHELL = _environment(_shell_word)
@@ -271,10 +307,25 @@ def compile_template(
         return None, [
             TemplateProblem(_offset_of_line(source, exc.lineno), f"template syntax: {exc.message}")
         ]
-    problems: list[TemplateProblem] = []
+    problems: list[TemplateProblem] = [
+        TemplateProblem(
+            _offset_of_line(source, line),
+            f"templates may not use {what}: it reaches outside the template sandbox",
+        )
+        for line, what in _unsafe_access(tree)
+    ]
     names = frozenset(meta.find_undeclared_variables(tree))
     known = set(fields_by_name) | BUILTIN_NAMES
     for name in sorted(names - known):
+        if name == "secrets":
+            problems.append(
+                TemplateProblem(
+                    _name_offset(source, name),
+                    "secrets are never templated into text; give the step "
+                    "`secrets: {ENV_NAME: secret}` and use $ENV_NAME in the command",
+                )
+            )
+            continue
         declared = ", ".join(sorted(fields_by_name)) or "none"
         problems.append(
             TemplateProblem(

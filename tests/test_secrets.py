@@ -1,0 +1,151 @@
+"""secrets: read from the host, handed to steps as env vars or files, never shown."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from urllib.parse import quote
+
+from runner.config import validate_file
+
+SECRET = "s3cr3t-Value/with+chars=="
+FILE_SECRET = "-----BEGIN KEY-----\nabc123def456\n-----END KEY-----"
+
+
+def runner(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(cwd), **(env or {})},
+        timeout=120,
+    )
+
+
+def write_config(tmp_path: Path, hooks: str) -> Path:
+    (tmp_path / "keys").mkdir(exist_ok=True)
+    (tmp_path / "keys" / "deploy.pem").write_text(FILE_SECRET + "\n")
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            secrets:
+              token: {from_env: TEST_TOKEN}
+              deploy_key: {from_file: keys/deploy.pem}
+            agent:
+              model: m
+              environment:
+                sandbox: local
+                hooks:
+            """
+        )
+        + textwrap.indent(textwrap.dedent(hooks), " " * 6)
+    )
+    return path
+
+
+def test_secrets_reach_steps_as_env_vars_and_files(tmp_path) -> None:
+    config = write_config(
+        tmp_path,
+        """\
+        - name: deliver
+          on_create:
+            - run: printf %s "$TOKEN" > token.txt
+              secrets: {TOKEN: token}
+            - secret_file: .keys/deploy.pem
+              secret: deploy_key
+            - run: stat -c %a .keys/deploy.pem > mode.txt
+          on_destroy:
+            - {save: token.txt, to: token.txt}
+            - {save: .keys/deploy.pem, to: deploy.pem}
+            - {save: mode.txt, to: mode.txt}
+        """,
+    )
+    result = runner(
+        "run", str(config), "--output-dir", "out", cwd=tmp_path, env={"TEST_TOKEN": SECRET}
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "token.txt").read_text() == SECRET
+    assert (tmp_path / "out" / "deploy.pem").read_text() == FILE_SECRET
+    assert (tmp_path / "out" / "mode.txt").read_text() == "600\n"
+
+
+def test_a_missing_secret_fails_before_any_sandbox(tmp_path) -> None:
+    config = write_config(
+        tmp_path, "- {name: h, on_create: [{run: 'true', secrets: {T: token}}]}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TEST_TOKEN"}
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "TMPDIR": str(tmp_path)},
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert (
+        "secret 'token' is required but the environment variable TEST_TOKEN is not set"
+        in result.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "keys"]
+
+
+def test_templating_a_secret_is_a_validation_error(tmp_path) -> None:
+    config = write_config(tmp_path, "- {name: h, on_create: [{run: 'echo {{ secrets.token }}'}]}\n")
+    (problem,) = validate_file(config)
+    assert "secrets are never templated into text" in problem.message
+    assert problem.line == 10
+
+
+def test_an_unknown_secret_name_is_a_validation_error(tmp_path) -> None:
+    config = write_config(tmp_path, "- {name: h, on_create: [{run: 'true', secrets: {T: tokn}}]}\n")
+    (problem,) = validate_file(config)
+    assert problem.message == "unknown secret 'tokn' (declared under secrets: deploy_key, token)"
+    assert problem.path[-2:] == ("secrets", "T")
+
+
+def test_no_form_of_a_secret_reaches_any_output(tmp_path) -> None:
+    forms = {
+        "raw": SECRET,
+        "shell-quoted": shlex.quote(SECRET),
+        "url-encoded": quote(SECRET, safe=""),
+        "base64": base64.b64encode(SECRET.encode()).decode(),
+    }
+    # The command computes every form from $TOKEN; the secret is never in the file.
+    on_create = (
+        "python3 -c 'import base64, os, shlex, sys; from urllib.parse import quote; "
+        't = os.environ["TOKEN"]; '
+        'forms = [t, shlex.quote(t), quote(t, safe=""), base64.b64encode(t.encode()).decode()]; '
+        "print(*forms, sep=chr(10)); print(*forms, sep=chr(10), file=sys.stderr); sys.exit(3)'"
+    )
+    on_destroy = "echo $TOKEN; echo $TOKEN >&2; exit 4"
+    config = write_config(
+        tmp_path,
+        f"""\
+        - name: leaky
+          on_create:
+            - run: {json.dumps(on_create)}
+              secrets: {{TOKEN: token}}
+          on_destroy:
+            - run: {json.dumps(on_destroy)}
+              secrets: {{TOKEN: token}}
+        """,
+    )
+    outputs = []
+    for command in (["run", str(config), "--json"], ["run", str(config)], ["render", str(config)]):
+        result = runner(*command, cwd=tmp_path, env={"TEST_TOKEN": SECRET})
+        outputs.append(result.stdout + result.stderr)
+    assert "leaky.on_create failed" in outputs[1]
+    everything = "\n".join(outputs)
+    for name, value in forms.items():
+        assert value not in everything, f"the {name} form of the secret leaked"
+    assert "***" in outputs[1]
