@@ -28,6 +28,9 @@ for concurrency:
 4. file copy of 1 MB and 100 MB: ``write_file`` then ``read_file`` against
    ``docker cp`` host->container then container->host (temp files); contents
    are checked outside the timed region.  Target: runner no slower (<= 1.0x).
+   ``exec_channel=False`` (the Engine's archive API) is an extra row, and a
+   footnote gives the peak RSS growth of one ``read_file`` (VmHWM, reset
+   through ``/proc/self/clear_refs``).
 5. concurrency: 1, 8 and 32 sessions at once (cold; each runs 5 ``execute``
    calls, then closes) on one environment: wall time, failures, containers
    left behind (label ``sandbox-runner.owner-pid=<this pid>``), and this
@@ -494,10 +497,56 @@ async def hook(table: Table, rounds: int, container: str) -> None:
 # --- 4. file copy --------------------------------------------------------------
 
 
+async def copy_through(sandbox: Any, data: bytes) -> float:
+    """``write_file`` then ``read_file`` of ``data``; the check is not timed."""
+    started = time.perf_counter()
+    await sandbox.write_file("blob.bin", data)
+    read = await sandbox.read_file("blob.bin")
+    elapsed = time.perf_counter() - started
+    if read != data:
+        raise RuntimeError(f"read_file returned {len(read)} bytes, not the data written")
+    return elapsed
+
+
+def copy_with_cli(container: str, source: Path, back: Path, data: bytes) -> float:
+    """``docker cp`` host->container then container->host; the check is not timed."""
+    started = time.perf_counter()
+    docker_cli("cp", str(source), f"{container}:/workspace/blob.bin")
+    docker_cli("cp", f"{container}:/workspace/blob.bin", str(back))
+    elapsed = time.perf_counter() - started
+    if back.read_bytes() != data:
+        raise RuntimeError("docker cp returned other bytes")
+    back.unlink()
+    return elapsed
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's VmHWM (peak RSS) of this process, where allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_kib() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
 async def file_copy(table: Table, rounds: int, container: str) -> None:
-    agent = agents.Agent(model="bench", environment=agents.LocalDockerSandbox(image=IMAGE))
-    async with await agent.start_session() as session:
-        sandbox = session.sandbox
+    channel_agent = agents.Agent(model="bench", environment=agents.LocalDockerSandbox(image=IMAGE))
+    plain_agent = agents.Agent(
+        model="bench", environment=agents.LocalDockerSandbox(image=IMAGE, exec_channel=False)
+    )
+    async with (
+        await channel_agent.start_session() as session,
+        await plain_agent.start_session() as plain,
+    ):
         for size, name in SIZES:
             progress(f"4. file copy {name}")
             data = os.urandom(size)
@@ -505,28 +554,37 @@ async def file_copy(table: Table, rounds: int, container: str) -> None:
                 source = Path(directory) / "in.bin"
                 back = Path(directory) / "out.bin"
                 source.write_bytes(data)
-                ours, theirs = [], []
+                ours, plain_samples, theirs = [], [], []
                 for round_ in range(rounds + 1):  # round 0 warms, untimed
-                    started = time.perf_counter()
-                    await sandbox.write_file("blob.bin", data)
+                    samples = (
+                        await copy_through(session.sandbox, data),
+                        copy_with_cli(container, source, back, data),
+                        await copy_through(plain.sandbox, data),
+                    )
+                    if round_:
+                        ours.append(samples[0])
+                        theirs.append(samples[1])
+                        plain_samples.append(samples[2])
+            for label, sandbox in (
+                ("channel", session.sandbox),
+                ("exec_channel=False", plain.sandbox),
+            ):
+                await sandbox.write_file("blob.bin", data)
+                if reset_peak_rss():  # untimed: what one read_file adds to peak RSS
+                    before = rss_kib()
                     read = await sandbox.read_file("blob.bin")
-                    elapsed = time.perf_counter() - started
-                    if read != data:
-                        raise RuntimeError(f"read_file returned {len(read)} bytes, not the data")
+                    grew = peak_rss_kib() - before
                     del read
-                    if round_:
-                        ours.append(elapsed)
-                    started = time.perf_counter()
-                    docker_cli("cp", str(source), f"{container}:/workspace/blob.bin")
-                    docker_cli("cp", f"{container}:/workspace/blob.bin", str(back))
-                    elapsed = time.perf_counter() - started
-                    if back.read_bytes() != data:
-                        raise RuntimeError("docker cp returned other bytes")
-                    back.unlink()
-                    if round_:
-                        theirs.append(elapsed)
+                    FOOTNOTES.append(
+                        f"peak RSS growth during one {name} `read_file` ({label}): {mib(grew)}"
+                    )
             del data
             table.add(f"4. runner `write_file` + `read_file`, {name}", ours)
+            table.add(
+                f"4. runner `write_file` + `read_file`, {name}, exec_channel=False",
+                plain_samples,
+                Table.info(ours, plain_samples),
+            )
             table.add(
                 f"4. `docker cp` in + out, {name}",
                 theirs,
@@ -642,6 +700,7 @@ def print_concurrency(levels: list[Level], rounds: int) -> None:
 # --- 6. the peer -----------------------------------------------------------------
 
 PEER_ROWS: dict[str, list[float]] = {}
+PEER_PYTHON_USED: list[str] = [PEER_PYTHON]
 
 #: Run with the peer venv's python: argv = image, rounds, label.  Prints one JSON line.
 PEER_SCRIPT = r"""
@@ -698,6 +757,7 @@ print(json.dumps({"peer": importlib.metadata.version("llm-sandbox"),
 
 def run_peer(peer_python: str, rounds: int) -> dict[str, Any] | str:
     """The peer's samples, or why it could not run."""
+    PEER_PYTHON_USED[:] = [peer_python]
     if not Path(peer_python).exists():
         return f"not installed ({peer_python} not found); set it up with: {PEER_SETUP}"
     progress(f"6. peer {PEER}")
@@ -722,6 +782,11 @@ def peer_rows(table: Table, peer: dict[str, Any] | str) -> None:
     if isinstance(peer, str):
         table.add(f"6. peer {PEER}", "not run", f"skipped: {peer}", section="1")
         return
+    FOOTNOTES.append(
+        f"peer: {PEER} {peer['peer']} (Docker backend, {PEER_PYTHON_USED[0]}), run after the "
+        "runner's sections in a subprocess; network_mode=none, init, `sleep infinity`, "
+        "skip_environment_setup=True; its exec is the SDK's exec_run, one Engine exec per command"
+    )
     name = f"{PEER} {peer['peer']}"
     table.add(
         f"6. peer {name}: `execute_command('true')`",

@@ -34,7 +34,11 @@ async def test_containers_are_hardened_and_labelled(docker_backend, docker_clien
     assert host["PidsLimit"] == 64
     assert host["Memory"] == 256 * 1024 * 1024
     assert host["NanoCpus"] == 500_000_000
-    assert "NET_RAW" in host["CapDrop"]
+    assert set(host["CapDrop"]) == {"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"}
+    assert host["Privileged"] is False
+    assert attrs["Mounts"] == []  # no Docker socket, no host path
+    assert not host.get("Binds")
+    assert host["ReadonlyRootfs"] is False  # package installs in setup_script still work
     labels = attrs["Config"]["Labels"]
     assert labels[LABEL_SESSION] == session.id
     assert labels[LABEL_OWNER_PID] == str(os.getpid())

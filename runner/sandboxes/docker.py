@@ -316,6 +316,7 @@ class LocalDockerSandbox(SandboxEnvironment):
             shell=self.shell or "sh",
             default_exec_timeout_seconds=self.default_exec_timeout_seconds,
         )
+        sandbox.memory = self.memory
         try:
             await sandbox.prepare(detect_shell=self.shell is None)
             if self.exec_channel:
@@ -367,6 +368,7 @@ class DockerSandbox(Sandbox):
         self._delete_lock: anyio.Lock | None = None  # made in the loop that deletes
         self.channel: ExecChannel | None = None
         self.output_cap_bytes = 8 << 20
+        self.memory: str | None = None
 
     @property
     def container_id(self) -> str:
@@ -476,7 +478,8 @@ class DockerSandbox(Sandbox):
             return SandboxExecutionResult(
                 exit_code=header["exit_code"],
                 stdout=stdout.decode("utf-8", errors="replace"),
-                stderr=stderr.decode("utf-8", errors="replace"),
+                stderr=self._explain_kill(header["exit_code"], header["timed_out"])
+                + stderr.decode("utf-8", errors="replace"),
                 timed_out=header["timed_out"],
                 duration_seconds=time.perf_counter() - started,
                 output_truncated=header["stdout_total"] + header["stderr_total"] > len(body),
@@ -498,10 +501,19 @@ class DockerSandbox(Sandbox):
         return SandboxExecutionResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
             stdout=stdout.decode("utf-8", errors="replace"),
-            stderr=stderr.decode("utf-8", errors="replace"),
+            stderr=self._explain_kill(exit_code, timed_out)
+            + stderr.decode("utf-8", errors="replace"),
             timed_out=timed_out,
             duration_seconds=duration,
         )
+
+    def _explain_kill(self, exit_code: int, timed_out: bool) -> str:
+        """A line for a command SIGKILLed by something other than its timeout:
+        in a memory-capped container, that is the kernel's out-of-memory killer."""
+        if exit_code != 128 + 9 or timed_out:
+            return ""
+        limit = f" (memory limit {self.memory})" if self.memory else ""
+        return f"runner: the command was killed (SIGKILL), most likely out of memory{limit}\n"
 
     async def read_file(self, path: str) -> bytes:
         target = self._path(path)

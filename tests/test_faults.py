@@ -1,0 +1,183 @@
+"""Faults: a killed runner, runaway commands, signals at every stage (real Docker)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TEST_IMAGE
+
+import runner as agents
+from runner.sandboxes.docker import LABEL_OWNER_PID
+
+pytestmark = [pytest.mark.docker]
+
+
+def containers_of(docker_client, pid: int) -> list[str]:
+    return [
+        c.id
+        for c in docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"}
+        )
+    ]
+
+
+def start_runner(config: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(config), *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
+    )
+
+
+def wait_for(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line and process.poll() is not None:
+            break
+        seen += line
+    assert text in seen, seen
+    return seen
+
+
+def docker_config(tmp_path: Path, hooks: str, **extra: str) -> Path:
+    path = tmp_path / "agent.yaml"
+    lines = "".join(f"    {k}: {v}\n" for k, v in extra.items())
+    path.write_text(
+        "version: 1\nagent:\n  model: m\n"
+        + "  environment:\n    sandbox: docker\n"
+        + lines
+        + "    hooks:\n"
+        + textwrap.indent(textwrap.dedent(hooks), "      ")
+    )
+    return path
+
+
+SLOW_CREATE = "- name: slow\n  on_create: [{run: sleep 120, timeout_seconds: 300}]\n"
+
+
+def test_a_killed_runner_leaves_a_container_that_gc_removes(tmp_path, docker_client) -> None:
+    process = start_runner(docker_config(tmp_path, SLOW_CREATE))
+    wait_for(process, "slow.on_create")
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    orphans = containers_of(docker_client, process.pid)
+    assert len(orphans) == 1
+    gc = subprocess.run(
+        [sys.executable, "-m", "runner", "gc"], capture_output=True, text=True, timeout=60
+    )
+    assert gc.returncode == 0, gc.stderr
+    assert orphans[0][:12] in gc.stdout
+    assert containers_of(docker_client, process.pid) == []
+
+
+def test_the_next_run_sweeps_what_a_killed_runner_left(tmp_path, docker_client) -> None:
+    process = start_runner(docker_config(tmp_path, SLOW_CREATE))
+    wait_for(process, "slow.on_create")
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert len(containers_of(docker_client, process.pid)) == 1
+    quick = docker_config(tmp_path, "- name: quick\n  on_create: [{run: 'true'}]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(quick)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
+    )
+    assert result.returncode == 0, result.stderr
+    assert containers_of(docker_client, process.pid) == []
+
+
+def test_a_runner_killed_mid_turn_is_swept_too(tmp_path, docker_client) -> None:
+    from chat_server import ChatServer, assistant
+
+    slow = assistant("late")
+    slow.delay_seconds = 60
+    with ChatServer([slow]) as server:
+        path = tmp_path / "agent.yaml"
+        path.write_text(
+            f"version: 1\nagent:\n  model: m\n  base_url: {server.url}\n"
+            "  environment: {sandbox: docker}\n"
+        )
+        process = start_runner(path, "--prompt", "hello")
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.requests, "the turn never reached the model"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert len(containers_of(docker_client, process.pid)) == 1
+    subprocess.run([sys.executable, "-m", "runner", "gc"], capture_output=True, timeout=60)
+    assert containers_of(docker_client, process.pid) == []
+
+
+@pytest.mark.parametrize(
+    ("hooks", "marker"),
+    [
+        (SLOW_CREATE, "slow.on_create"),
+        ("- name: slow\n  on_destroy: [{run: sleep 5}]\n", "slow.on_destroy"),
+    ],
+    ids=["during-on-create", "during-close"],
+)
+def test_ctrl_c_still_deletes_the_container(tmp_path, docker_client, hooks, marker) -> None:
+    process = start_runner(docker_config(tmp_path, hooks))
+    if marker.endswith("on_destroy"):
+        wait_for(process, "sandbox docker ready")
+        # no on_create steps: the session closes at once, on_destroy starts
+    wait_for(process, marker)
+    process.send_signal(signal.SIGINT)
+    rest = process.communicate(timeout=60)[1]
+    assert process.returncode in (0, 130), rest
+    assert "sandbox deleted" in rest
+    assert containers_of(docker_client, process.pid) == []
+
+
+def test_ctrl_c_during_create_deletes_the_container(tmp_path, docker_client) -> None:
+    process = start_runner(docker_config(tmp_path, SLOW_CREATE, setup_script="'sleep 30'"))
+    wait_for(process, "runner: session")
+    time.sleep(1.0)  # inside the setup script, before any hook
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert containers_of(docker_client, process.pid) == []
+
+
+@pytest.fixture
+async def small_box(docker_backend):
+    env = docker_backend.environment(memory="64m", pids_limit=64)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        yield session.sandbox
+
+
+@pytest.mark.anyio
+async def test_a_fork_bomb_hits_the_pids_limit_and_the_sandbox_survives(small_box) -> None:
+    bomb = await small_box.execute("bomb() { bomb | bomb & }; bomb", timeout_seconds=5)
+    assert bomb.exit_code != 0 or bomb.timed_out
+    after = await small_box.execute("echo alive")
+    assert after.stdout == "alive\n"
+
+
+@pytest.mark.anyio
+async def test_a_memory_hog_is_killed_and_reported(small_box) -> None:
+    result = await small_box.execute("python3 -c 'b = bytearray(512 << 20); print(len(b))'")
+    assert result.exit_code == 137
+    assert "most likely out of memory (memory limit 64m)" in result.stderr
+
+
+@pytest.mark.anyio
+async def test_a_gigabyte_of_output_costs_bounded_memory(small_box) -> None:
+    result = await small_box.execute("head -c 1000000000 /dev/zero", timeout_seconds=120)
+    assert result.exit_code == 0
+    assert result.output_truncated
+    assert "[... 99" in result.stdout  # ~991 MB omitted, said so
+    assert len(result.stdout) < (8 << 20) + 200
