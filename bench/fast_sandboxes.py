@@ -134,19 +134,37 @@ def runner_leftovers() -> int:
     return len(docker_cli("ps", "-aq", "--filter", f"label={LABEL_OWNER_PID}={PID}").split())
 
 
-def cleanup() -> None:
+def cleanup(*, interrupted: bool = False) -> None:
+    """Close warm pools and remove every container of this run.
+
+    After an interruption a worker thread may still be creating a container,
+    so it sweeps until two looks a second apart find nothing (30 s at most).
+    """
     for environment in OPEN_POOLS:
         try:
             environment.close_pool()
         except Exception as exc:
             print(f"closing a warm pool failed: {exc}", file=sys.stderr)
     OPEN_POOLS.clear()
+    deadline = time.monotonic() + 30
+    quiet = 0
     try:
-        ids = own_containers()
-        if ids:
-            docker_cli("rm", "-f", "-v", *ids)
+        while True:
+            ids = own_containers()
+            if ids:
+                docker_cli("rm", "-f", "-v", *ids)
+                quiet = 0
+            else:
+                quiet += 1
+            if not interrupted or quiet >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
     except Exception as exc:
-        print(f"cleanup failed: {exc}; run: docker rm -f $(docker ps -aq --filter label={OWN})")
+        print(
+            f"cleanup failed: {exc}; run: docker rm -f $(docker ps -aq --filter label={OWN}) "
+            f"$(docker ps -aq --filter label={LABEL_OWNER_PID}={PID})",
+            file=sys.stderr,
+        )
 
 
 def progress(message: str) -> None:
@@ -755,25 +773,24 @@ print(json.dumps({"peer": importlib.metadata.version("llm-sandbox"),
 """
 
 
-def run_peer(peer_python: str, rounds: int) -> dict[str, Any] | str:
+async def run_peer(peer_python: str, rounds: int) -> dict[str, Any] | str:
     """The peer's samples, or why it could not run."""
     PEER_PYTHON_USED[:] = [peer_python]
     if not Path(peer_python).exists():
         return f"not installed ({peer_python} not found); set it up with: {PEER_SETUP}"
     progress(f"6. peer {PEER}")
-    try:
-        done = subprocess.run(
-            [peer_python, "-c", PEER_SCRIPT, IMAGE, str(rounds), OWN],
-            capture_output=True,
-            text=True,
-            timeout=900,
+    # anyio's run_process: a Ctrl-C kills the peer instead of waiting for it.
+    with anyio.move_on_after(900) as scope:
+        done = await anyio.run_process(
+            [peer_python, "-c", PEER_SCRIPT, IMAGE, str(rounds), OWN], check=False
         )
-    except subprocess.TimeoutExpired:
+    if scope.cancelled_caught:
         return "timed out after 900 s"
-    for line in reversed(done.stdout.splitlines()):
+    stdout, stderr = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    for line in reversed(stdout.splitlines()):
         if line.startswith('{"peer"'):
             return json.loads(line)
-    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return f"exited {done.returncode}: {lines[-1] if lines else '(no output)'}"
 
 
@@ -833,7 +850,7 @@ async def main(rounds: int, peer_python: str) -> None:
         await file_copy(table, rounds, container)
     finally:
         docker_cli("rm", "-f", "-v", container)
-    peer_rows(table, run_peer(peer_python, rounds))
+    peer_rows(table, await run_peer(peer_python, rounds))
     print()
     table.print()
     print_concurrency(levels, rounds)
@@ -850,8 +867,14 @@ async def main(rounds: int, peer_python: str) -> None:
         print("all targets met")
 
 
-def _terminate(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM does what Ctrl-C does: asyncio's SIGINT handler cancels the run,
+    so open sessions close themselves; without one, raise KeyboardInterrupt."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":
@@ -861,10 +884,12 @@ if __name__ == "__main__":
     parser.add_argument("--peer-python", default=PEER_PYTHON, help="python of the peer's venv")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _terminate)
+    finished = False
     try:
         anyio.run(main, args.rounds or (5 if args.quick else 15), args.peer_python)
+        finished = True
     except KeyboardInterrupt:
         print("interrupted; removing this run's containers", file=sys.stderr)
+        sys.exit(130)
     finally:
-        cleanup()
-    sys.exit(0)
+        cleanup(interrupted=not finished)

@@ -456,3 +456,13 @@ agent:
     with pytest.raises(ConfigError) as info:
         compile_file(path)
     assert len(info.value.problems) == 2
+
+
+async def test_no_leading_dash_in_yaml_refuses_option_like_values(tmp_path) -> None:
+    agent = agents.load(Path(__file__).parent.parent / "examples" / "quickstart.yaml")
+    env = recording(agent)
+    with pytest.raises(agents.SessionInputError, match="starts with '-'"):
+        await agent.start_session(
+            session_inputs={"acme.repository": {"repository": "a/b", "revision": "--force"}}
+        )
+    assert env.calls == []

@@ -11,28 +11,17 @@ from pathlib import Path
 import pytest
 from conftest import TEST_IMAGE
 
-from runner.sandboxes.docker import LABEL
+from runner.sandboxes.docker import LABEL_OWNER_PID
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
-@pytest.fixture
-def no_new_containers(docker_client):
-    """The example's runner process must remove every container it made."""
-
-    def labelled() -> set[str]:
-        return {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
-
-    before = labelled()
-    yield
-    assert labelled() == before
-
-
-def run_example(name: str, *args: str, out: Path, docker: bool = False):
+def run_example(name: str, *args: str, out: Path, docker: bool = False, docker_client=None):
+    """Run ``runner run`` on an example; with Docker, check its process left no container."""
     env = {**os.environ}
     if docker:
         env["RUNNER_DOCKER_IMAGE"] = TEST_IMAGE
-    return subprocess.run(
+    process = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -43,11 +32,18 @@ def run_example(name: str, *args: str, out: Path, docker: bool = False):
             str(out),
             *args,
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
-        timeout=300,
     )
+    stdout, stderr = process.communicate(timeout=300)
+    if docker_client is not None:
+        left = docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_OWNER_PID}={process.pid}"}
+        )
+        assert left == [], "the example's runner left containers behind"
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def test_git_identity_example(tmp_path) -> None:
@@ -71,15 +67,17 @@ def test_python_hooks_example_mixes_yaml_and_python_hooks(tmp_path) -> None:
 
 
 @pytest.mark.docker
-def test_seed_workspace_example_on_docker(tmp_path, no_new_containers) -> None:
-    result = run_example("seed-workspace.yaml", out=tmp_path, docker=True)
+def test_seed_workspace_example_on_docker(tmp_path, docker_client) -> None:
+    result = run_example(
+        "seed-workspace.yaml", out=tmp_path, docker=True, docker_client=docker_client
+    )
     assert result.returncode == 0, result.stderr
     assert "sandbox docker ready" in result.stderr
     assert (tmp_path / "saved-notes.md").read_text() == "Run the tests with pytest.\n"
 
 
 @pytest.mark.docker
-def test_record_repository_example_on_docker(tmp_path, no_new_containers) -> None:
+def test_record_repository_example_on_docker(tmp_path, docker_client) -> None:
     result = run_example(
         "record-repository.yaml",
         "--input",
@@ -91,16 +89,17 @@ def test_record_repository_example_on_docker(tmp_path, no_new_containers) -> Non
         "--json",
         out=tmp_path,
         docker=True,
+        docker_client=docker_client,
     )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     step = next(e for e in events if e["event"] == "step_finished")
-    assert step["title"] == "echo acme/api@main > REPOSITORY"
+    assert step["title"] == "printf '%s@%s\\n' acme/api main > REPOSITORY"
     assert step["exit_code"] == 0
 
 
 @pytest.mark.docker
-def test_ci_pipeline_example_on_docker(tmp_path, no_new_containers) -> None:
+def test_ci_pipeline_example_on_docker(tmp_path, docker_client) -> None:
     result = run_example(
         "ci-pipeline.yaml",
         "--inputs",
@@ -108,6 +107,7 @@ def test_ci_pipeline_example_on_docker(tmp_path, no_new_containers) -> None:
         "--json",
         out=tmp_path,
         docker=True,
+        docker_client=docker_client,
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "nightly" / "job.txt").read_text() == "nightly attempt 1\n"

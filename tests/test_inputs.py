@@ -100,3 +100,14 @@ def test_unsupported_field_type_is_an_sdk_error() -> None:
 def test_from_value_rejects_a_non_mapping() -> None:
     with pytest.raises(agents.SessionInputError, match="must be a Job or a mapping, got list"):
         Job.from_value(["a"], consumer="sandbox hook H.on_create")
+
+
+def test_no_leading_dash_refuses_option_like_values() -> None:
+    Repo = agents.SessionInput.from_json_schema(
+        "acme.repository",
+        {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}}},
+        no_leading_dash=True,
+    )
+    assert Repo.from_value({"names": ["ok", "a-b"]}).names == ["ok", "a-b"]
+    with pytest.raises(agents.SessionInputError, match=r"field 'names\.1' starts with '-'"):
+        Repo.from_value({"names": ["ok", "--upload-pack=evil"]})
