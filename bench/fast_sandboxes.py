@@ -258,9 +258,9 @@ class Table:
         """Target: median(ours) / median(theirs) <= ratio."""
         actual = median(ours) / median(theirs)
         if actual <= ratio:
-            return f"{who} <= {ratio:g}x this: {actual:.2f}x, PASS"
-        self.misses.append(f"{name}: {who} is {actual:.2f}x, wanted <= {ratio:g}x")
-        return f"{who} <= {ratio:g}x this: {actual:.2f}x, MISS (missed by {actual / ratio:.2f}x)"
+            return f"{who} <= {ratio:.1f}x this: {actual:.2f}x, PASS"
+        self.misses.append(f"{name}: {who} is {actual:.2f}x, wanted <= {ratio:.1f}x")
+        return f"{who} <= {ratio:.1f}x this: {actual:.2f}x, MISS (missed by {actual / ratio:.2f}x)"
 
     @staticmethod
     def info(ours: list[float], theirs: list[float], who: str = "runner") -> str:

@@ -376,9 +376,12 @@ class DockerSandbox(Sandbox):
 
     async def prepare(self, *, detect_shell: bool) -> None:
         """Find the shell and check the image has what ``execute`` relies on."""
-        probe = "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
+        probe = (
+            "command -v sleep >/dev/null || echo missing-sleep; "
+            "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
+        )
         output = await self.client.call(_probe, self.container_id, probe)
-        if output is None:
+        if output is None or "missing-sleep" in output:
             raise SandboxUnavailableError(
                 f"the container from {self.image!r} exited right after it started; the image "
                 "needs 'sleep' and a shell, and must not stop on its own"
