@@ -59,7 +59,8 @@ Every container this script starts carries the label
 is any runner container of this process.  Numbers are only as quiet as the
 engine: the header reports other running containers and the load average.
 
-Not a test and not a gate: it prints tables, flags missed targets, and exits 0.
+Not a test and not a gate: it prints tables, flags missed targets, and exits 0
+(130 if interrupted).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import anyio
 import pytest
 from conftest import TEST_IMAGE
@@ -136,3 +138,13 @@ def test_yaml_pool_maps_to_pool_size(tmp_path) -> None:
         "version: 1\nagent:\n  model: m\n  environment:\n    sandbox: docker\n    pool: 3\n"
     )
     assert agents.load(path).environment.pool_size == 3
+
+
+async def test_big_files_round_trip_exactly(docker_backend) -> None:
+    payload = os.urandom(10 << 20)  # above the channel's file limit: tar archives
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        await session.sandbox.write_file("big/blob.bin", payload)
+        assert await session.sandbox.read_file("big/blob.bin") == payload
+        size = await session.sandbox.execute("stat -c %s big/blob.bin")
+    assert size.stdout.strip() == str(len(payload))

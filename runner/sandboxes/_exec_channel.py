@@ -78,7 +78,8 @@ class ExecChannel:
             target=self._read_loop, name=f"exec-channel-{self.container_id[:12]}", daemon=True
         )
         self._reader.start()
-        self.request({"op": "ping"}, timeout=START_TIMEOUT_SECONDS)
+        header, _ = self.request({"op": "ping"}, timeout=START_TIMEOUT_SECONDS)
+        self.found: dict[str, bool] = header.get("found", {})
 
     def request(
         self, header: dict[str, Any], body: bytes = b"", *, timeout: float

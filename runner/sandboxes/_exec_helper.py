@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from shutil import which
 
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer
@@ -151,14 +152,23 @@ def handle(header, body):
     try:
         op = header["op"]
         if op == "ping":
-            send({"id": request_id, "ok": True, "pid": os.getpid()})
+            # Also what the sandbox needs to know about the image, so starting
+            # the helper doubles as the image probe.
+            found = {name: bool(which(name)) for name in ("bash", "timeout", "sleep")}
+            send({"id": request_id, "ok": True, "pid": os.getpid(), "found": found})
         elif op == "exec":
             result, stdout, stderr = run_command(header)
             result["id"] = request_id
             result["stdout_len"] = len(stdout)
             send(result, stdout + stderr)
         elif op == "read":
-            with open(header["path"], "rb") as handle_:
+            path = header["path"]
+            size = os.stat(path).st_size
+            limit = header.get("max_bytes")
+            if limit is not None and size > limit and os.path.isfile(path):
+                send({"id": request_id, "error": "TooLarge", "message": str(size)})
+                return
+            with open(path, "rb") as handle_:
                 data = handle_.read()
             send({"id": request_id, "ok": True}, data)
         elif op == "write":

@@ -69,6 +69,9 @@ LABEL_OWNER_START = "sandbox-runner.owner-start"
 #: Capabilities a sandbox never needs; the rest of Docker's default set stays
 #: so package managers and git work as root inside the container.
 DROPPED_CAPABILITIES = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP")
+#: Files up to this size travel over the exec channel; bigger ones as tar
+#: archives through the Engine API, which moves them faster.
+CHANNEL_FILE_LIMIT = 4 << 20
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
@@ -318,9 +321,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         )
         sandbox.memory = self.memory
         try:
-            await sandbox.prepare(detect_shell=self.shell is None)
             if self.exec_channel:
                 await sandbox.open_channel(output_cap_bytes=self.output_cap_bytes)
+            await sandbox.prepare(detect_shell=self.shell is None)
             if self.setup_script:
                 result = await sandbox.execute(
                     self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
@@ -376,11 +379,21 @@ class DockerSandbox(Sandbox):
 
     async def prepare(self, *, detect_shell: bool) -> None:
         """Find the shell and check the image has what ``execute`` relies on."""
-        probe = (
-            "command -v sleep >/dev/null || echo missing-sleep; "
-            "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
-        )
-        output = await self.client.call(_probe, self.container_id, probe)
+        if self.channel is not None:  # the helper's first answer already told us
+            found = self.channel.found
+            output = "".join(
+                [
+                    "" if found.get("sleep") else "missing-sleep\n",
+                    "" if found.get("timeout") else "missing-timeout\n",
+                    "/bin/bash\n" if found.get("bash") else "",
+                ]
+            )
+        else:
+            probe = (
+                "command -v sleep >/dev/null || echo missing-sleep; "
+                "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
+            )
+            output = await self.client.call(_probe, self.container_id, probe)
         if output is None or "missing-sleep" in output:
             raise SandboxUnavailableError(
                 f"the container from {self.image!r} exited right after it started; the image "
@@ -521,10 +534,13 @@ class DockerSandbox(Sandbox):
     async def read_file(self, path: str) -> bytes:
         target = self._path(path)
         try:
-            answer = await self._over_channel({"op": "read", "path": target}, timeout=300)
+            answer = await self._over_channel(
+                {"op": "read", "path": target, "max_bytes": CHANNEL_FILE_LIMIT}, timeout=300
+            )
         except ChannelError:
             answer = None  # reading again is harmless
-        if answer is None:
+        if answer is None or answer[0].get("error") == "TooLarge":
+            # Big files go as tar streams, which the Engine moves faster.
             return await self.client.call(_read_file, self.container_id, target)
         header, body = answer
         if "error" in header:
@@ -534,10 +550,14 @@ class DockerSandbox(Sandbox):
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         target = self._path(path)
-        try:
-            answer = await self._over_channel({"op": "write", "path": target}, payload, timeout=300)
-        except ChannelError:
-            answer = None  # writing the whole file again is harmless
+        answer = None
+        if len(payload) <= CHANNEL_FILE_LIMIT:  # big files go as tar streams
+            try:
+                answer = await self._over_channel(
+                    {"op": "write", "path": target}, payload, timeout=300
+                )
+            except ChannelError:
+                answer = None  # writing the whole file again is harmless
         if answer is None:
             await self.client.call(_write_file, self.container_id, target, payload)
             return
