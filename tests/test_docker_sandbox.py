@@ -232,3 +232,21 @@ async def test_concurrent_deletes_of_one_container_both_succeed(docker_backend) 
             tg.start_soon(session.sandbox.delete)
     await session.cancel()
     assert docker_backend.leftovers() == []
+
+
+@pytest.mark.parametrize("channel", [True, False], ids=["channel", "archives"])
+async def test_long_names_and_symlinks_through_either_file_path(docker_backend, channel) -> None:
+    env = docker_backend.environment(exec_channel=channel)
+    name = "deep/" + "n" * 150 + ".txt"
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        await box.write_file(name, "long name")
+        await box.execute(f"ln -s {name} link && ln -s /etc/hostname absolute && mkdir adir")
+        assert await box.read_file(name) == b"long name"
+        assert await box.read_file("link") == b"long name"
+        assert (
+            await box.read_file("absolute")
+            == (await box.execute("cat /etc/hostname")).stdout.encode()
+        )
+        with pytest.raises(IsADirectoryError):
+            await box.read_file("adir")

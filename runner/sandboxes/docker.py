@@ -689,42 +689,84 @@ def _exec(
 
 
 def _read_file(client: docker.DockerClient, container_id: str, path: str) -> bytes:
+    """A file through the Engine's archive API, parsed as the tar stream arrives."""
     from docker.errors import NotFound
 
     for _ in range(16):  # follow at most this many symbolic links
         try:
-            chunks, _stat = client.api.get_archive(container_id, path)
-            archive = b"".join(chunks)
+            chunks, _stat = client.api.get_archive(container_id, path, chunk_size=1 << 20)
+            stream = _ChunkReader(chunks)
+            header = stream.read_exact(tarfile.BLOCKSIZE)
         except NotFound:
             raise FileNotFoundError(2, "No such file in the sandbox", path) from None
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        member = tarfile.TarInfo.frombuf(header, tarfile.ENCODING, "surrogateescape")
+        tar = None
+        if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE):
+            # Extended headers (long names, pax): let tarfile read the archive.
+            tar = tarfile.open(fileobj=io.BytesIO(header + stream.read_all()), mode="r:")  # noqa: SIM115 - in memory
             member = tar.next()
             if member is None:
                 raise FileNotFoundError(2, "No such file in the sandbox", path)
-            if member.isdir():
-                raise IsADirectoryError(21, "Is a directory", path)
-            if member.issym():
-                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
-                continue
-            extracted = tar.extractfile(member)
-            if extracted is None:
-                raise OSError(f"{path}: not a regular file")
-            return extracted.read()
+        if member.isdir():
+            raise IsADirectoryError(21, "Is a directory", path)
+        if member.issym():
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+            continue
+        if not member.isfile():
+            raise OSError(f"{path}: not a regular file")
+        if tar is None:
+            return stream.read_exact(member.size)
+        extracted = tar.extractfile(member)
+        assert extracted is not None
+        return extracted.read()
     raise OSError(f"{path}: too many levels of symbolic links")
 
 
+class _ChunkReader:
+    """Reads exact byte counts out of an iterator of chunks, copying once."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def read_exact(self, size: int) -> bytes:
+        parts = [self._pending[:size]]
+        have = len(parts[0])
+        self._pending = self._pending[size:]
+        while have < size:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                raise OSError("the archive ended early")
+            take = chunk[: size - have]
+            parts.append(take)
+            have += len(take)
+            self._pending = chunk[len(take) :]
+        return b"".join(parts)
+
+    def read_all(self) -> bytes:
+        return self._pending + b"".join(self._chunks)
+
+
 def _write_file(client: docker.DockerClient, container_id: str, path: str, data: bytes) -> None:
+    """A file through the Engine's archive API, streamed: the data is not copied."""
     from docker.errors import APIError
 
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:") as tar:
-        info = tarfile.TarInfo(name=path.lstrip("/"))
-        info.size = len(data)
-        info.mode = 0o644
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
+    info = tarfile.TarInfo(name=path.lstrip("/"))
+    info.size = len(data)
+    info.mode = 0o644
+    info.mtime = int(time.time())
+    header = info.tobuf(format=tarfile.PAX_FORMAT)
+    padding = b"\0" * (-len(data) % tarfile.BLOCKSIZE)
+
+    def archive() -> Any:
+        yield header
+        view = memoryview(data)
+        for start in range(0, len(data), 1 << 20):
+            yield bytes(view[start : start + (1 << 20)])
+        yield padding + b"\0" * (2 * tarfile.BLOCKSIZE)  # end-of-archive marker
+
     try:
-        client.api.put_archive(container_id, "/", buffer.getvalue())
+        client.api.put_archive(container_id, "/", archive())
     except APIError as exc:
         raise OSError(f"cannot write {path} in the sandbox: {_short(exc)}") from exc
 
