@@ -181,3 +181,18 @@ async def test_a_gigabyte_of_output_costs_bounded_memory(small_box) -> None:
     assert result.output_truncated
     assert "[... 99" in result.stdout  # ~991 MB omitted, said so
     assert len(result.stdout) < (8 << 20) + 200
+
+
+@pytest.mark.anyio
+async def test_a_full_workspace_is_an_error_inside_the_sandbox_only(docker_backend) -> None:
+    env = docker_backend.environment(workspace_size="16m")
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        filled = await box.execute("head -c 40000000 /dev/zero > big.bin")
+        assert filled.exit_code != 0
+        assert "No space left on device" in filled.stderr
+        with pytest.raises(OSError):
+            await box.write_file("more.bin", b"x" * (20 << 20))
+        await box.execute("rm -f big.bin")
+        await box.write_file("small.txt", "fits")
+        assert await box.read_file("small.txt") == b"fits"

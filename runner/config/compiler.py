@@ -51,6 +51,7 @@ BACKEND_OPTIONS = {
         "cpus",
         "pids_limit",
         "pool",
+        "workspace_size",
     },
     "mistral": {
         "image",
@@ -410,6 +411,7 @@ class _Compiler:
             "cpus": spec.get("cpus"),
             "pids_limit": spec.get("pids_limit", 512),
             "pool_size": spec.get("pool", 0),
+            "workspace_size": spec.get("workspace_size"),
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")

@@ -137,10 +137,25 @@ class DockerClient:
         client = self._client
         assert client is not None
         return await anyio.to_thread.run_sync(
-            partial(function, client, *args),
+            partial(_engine_call, function, client, *args),
             limiter=self._limiter,
             abandon_on_cancel=abandon_on_cancel,
         )
+
+
+def _engine_call(function: Callable[..., T], client: Any, *args: Any) -> T:
+    """Run one blocking SDK call; an Engine that stopped answering (restarted,
+    gone, or the container gone with it) becomes a typed error, not a raw
+    HTTP or socket exception."""
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+
+    try:
+        return function(client, *args)
+    except (DockerException, RequestException) as exc:
+        raise SandboxUnavailableError(
+            f"the Docker engine failed: {_short(exc)}; {START_DOCKER_HINT}"
+        ) from exc
 
 
 class LocalDockerSandbox(SandboxEnvironment):
@@ -173,6 +188,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         exec_channel: bool = True,
         output_cap_bytes: int = 8 << 20,
         pool_size: int = 0,
+        workspace_size: str | None = None,
     ) -> None:
         super().__init__(
             hooks=hooks,
@@ -207,6 +223,13 @@ class LocalDockerSandbox(SandboxEnvironment):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
             raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
         self.pool_size = pool_size
+        #: A size such as "256m" puts /workspace on a tmpfs of that size (it
+        #: counts against the memory limit): a full disk stays inside the sandbox.
+        self.workspace_size = workspace_size
+        if workspace_size and not exec_channel:
+            raise ValueError(
+                "workspace_size needs the exec channel (Docker's file API cannot see a tmpfs)"
+            )
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
         self._swept = False
@@ -240,6 +263,8 @@ class LocalDockerSandbox(SandboxEnvironment):
             options["network_mode"] = "none"
         if self.memory:
             options["mem_limit"] = self.memory
+        if self.workspace_size:
+            options["tmpfs"] = {WORKSPACE: f"size={self.workspace_size},mode=1777,exec"}
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
@@ -320,9 +345,16 @@ class LocalDockerSandbox(SandboxEnvironment):
             default_exec_timeout_seconds=self.default_exec_timeout_seconds,
         )
         sandbox.memory = self.memory
+        if self.workspace_size:
+            sandbox._channel_file_limit = None
         try:
             if self.exec_channel:
                 await sandbox.open_channel(output_cap_bytes=self.output_cap_bytes)
+            if self.workspace_size and sandbox.channel is None:
+                raise SandboxUnavailableError(
+                    f"workspace_size needs python3 in the image ({self.image!r} has none): "
+                    "files are moved by the in-container helper when /workspace is a tmpfs"
+                )
             await sandbox.prepare(detect_shell=self.shell is None)
             if self.setup_script:
                 result = await sandbox.execute(
@@ -372,6 +404,10 @@ class DockerSandbox(Sandbox):
         self.channel: ExecChannel | None = None
         self.output_cap_bytes = 8 << 20
         self.memory: str | None = None
+        #: Bigger files go through the Engine's archive API.  None: never, as
+        #: with a tmpfs workspace, which that API does not see (it writes to
+        #: the image layer underneath the mount).
+        self._channel_file_limit: int | None = CHANNEL_FILE_LIMIT
 
     @property
     def container_id(self) -> str:
@@ -535,7 +571,8 @@ class DockerSandbox(Sandbox):
         target = self._path(path)
         try:
             answer = await self._over_channel(
-                {"op": "read", "path": target, "max_bytes": CHANNEL_FILE_LIMIT}, timeout=300
+                {"op": "read", "path": target, "max_bytes": self._channel_file_limit},
+                timeout=300,
             )
         except ChannelError:
             answer = None  # reading again is harmless
@@ -551,7 +588,8 @@ class DockerSandbox(Sandbox):
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         target = self._path(path)
         answer = None
-        if len(payload) <= CHANNEL_FILE_LIMIT:  # big files go as tar streams
+        limit = self._channel_file_limit
+        if limit is None or len(payload) <= limit:  # big files go as tar streams
             try:
                 answer = await self._over_channel(
                     {"op": "write", "path": target}, payload, timeout=300
