@@ -18,8 +18,8 @@ import anyio
 
 from ._dependencies import Dependency, check_unique_input_ids, resolve_inputs
 from ._errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
-from ._events import emit
-from ._inputs import SessionInput
+from ._events import add_secrets, emit
+from ._inputs import SessionInput, secret_strings
 from ._lifecycle import open_sandbox, plan_hooks
 from ._model import Model, TurnResult
 from ._runtime import current_runtime
@@ -102,6 +102,7 @@ class Agent:
         """
         self.environment.check_available()
         inputs = resolve_inputs(session_inputs, [*self.declared_inputs, *self.plan.dependencies])
+        add_secrets(secret_strings(inputs.values()))
         if idempotency_key is None:
             return await self._open(inputs)
         # One lock per key: two concurrent calls with one key get one session.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 Event = dict[str, Any]
@@ -23,12 +23,43 @@ _listeners: contextvars.ContextVar[tuple[Listener, ...]] = contextvars.ContextVa
 )
 
 
+#: Secret strings of the sessions started in this context: every event is
+#: scrubbed of them before any listener sees it.
+_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "runner_event_secrets", default=()
+)
+
+
+def add_secrets(strings: Iterable[str]) -> None:
+    """Scrub these strings from every event emitted later in this context."""
+    new = set(strings) - set(_secrets.get())
+    if new:
+        merged = sorted({*_secrets.get(), *new}, key=len, reverse=True)
+        _secrets.set(tuple(merged))
+
+
+def scrubbed(value: Any) -> Any:
+    """``value`` (an event field) with the context's secrets replaced by ***."""
+    secrets = _secrets.get()
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {k: scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrubbed(v) for v in value]
+    return value
+
+
 def emit(event: str, /, **fields: Any) -> None:
-    """Send one event to every listener of the current context."""
+    """Send one event, scrubbed of secrets, to every listener of the current context."""
     listeners = _listeners.get()
     if not listeners:
         return
-    payload: Event = {"event": event, "time": time.time(), **fields}
+    payload: Event = {"event": event, "time": time.time(), **scrubbed(fields)}
     for listener in listeners:
         listener(payload)
 

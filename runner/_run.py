@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from ._events import listen
+from ._events import listen, scrubbed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -110,6 +110,10 @@ async def run_once(
         outcome.messages.extend(str(failure) for failure in session.destroy_failures)
         if outcome.exit_code == EXIT_OK:
             outcome.exit_code = EXIT_FAILED
+    # The answer and the messages may quote a secret (the agent read a file).
+    outcome.messages = [scrubbed(message) for message in outcome.messages]
+    if outcome.text is not None:
+        outcome.text = scrubbed(outcome.text)
     return outcome
 
 

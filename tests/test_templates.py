@@ -195,6 +195,48 @@ BYPASSES = [
     pytest.param("declare -i n={{ repo.repository }}", "inside a declaration", id="declare"),
     pytest.param("local -i n={{ repo.repository }}", "inside a declaration", id="local-i"),
     pytest.param("declare -i n\nn={{ repo.repository }}", "inside an assignment", id="int-var"),
+    # Found in the second review:
+    pytest.param(
+        "echo {% if repo.repository %}'{% else %}'{% endif %}{{ repo.repository }}'",
+        "inside single quotes",
+        id="if-branches-each-open-a-quote",
+    ),
+    pytest.param(
+        "echo {% for i in repo.repository %}'{% endfor %}'{{ repo.repository }}'",
+        "inside single quotes",
+        id="loop-count-decides-quoting",
+    ),
+    pytest.param(
+        "{% if repo.repository %}eval{% else %}echo{% endif %} {{ repo.repository }}",
+        "inside eval",
+        id="branch-picks-the-command",
+    ),
+    pytest.param(
+        'x="$(case a in a) echo "{{ repo.repository }}" ;; esac)"',
+        "inside a case statement",
+        id="case-pattern-paren",
+    ),
+    pytest.param(
+        'echo ${x:-"}"} " {{ repo.repository }} "', "inside ${ }", id="quote-in-expansion"
+    ),
+    pytest.param("echo $[ {{ repo.repository }} ]", "inside arithmetic", id="old-arithmetic"),
+    pytest.param("arr[{{ repo.repository }}]=1", "inside an array subscript", id="subscript"),
+    pytest.param("command eval {{ repo.repository }}", "inside eval", id="command-eval"),
+    pytest.param("ev''al {{ repo.repository }}", "inside eval", id="quoted-eval"),
+    pytest.param("\\eval {{ repo.repository }}", "inside a command name", id="escaped-eval"),
+    pytest.param("time -p eval {{ repo.repository }}", "inside eval", id="time-eval"),
+    pytest.param("trap {{ repo.repository }} EXIT", "inside eval", id="trap"),
+    pytest.param("source <(echo {{ repo.repository }})", "inside eval", id="source"),
+    pytest.param("printf -v {{ repo.repository }} x", "inside a variable name", id="printf-v"),
+    pytest.param("read {{ repo.repository }}", "inside a variable name", id="read"),
+    pytest.param("[ -v {{ repo.repository }} ]", "inside a variable name", id="test-v"),
+    pytest.param(
+        "cat <<E\\ OF\n'\nE OF\necho '{{ repo.repository }}'",
+        "inside a heredoc",
+        id="heredoc-escaped-space",
+    ),
+    pytest.param("{{ repo.repository }} --version", "inside a command name", id="command-itself"),
+    pytest.param("/usr/bin/{{ repo.repository }} x", "inside a command name", id="command-path"),
 ]
 
 
@@ -240,3 +282,22 @@ def test_quoting_bypasses_are_validation_errors(tmp_path, command, message) -> N
 )
 def test_plain_word_positions_are_accepted(tmp_path, command) -> None:
     assert check(tmp_path, "          - run: " + __import__("json").dumps(command) + "\n") == []
+
+
+def test_template_sandbox_escapes_are_validation_errors(tmp_path) -> None:
+    for expression in ("repo.__class__", "repo.mro()", "'{0}'.format(repo)", 'repo|attr("x")'):
+        problems = check(
+            tmp_path,
+            "          - write: f\n            content: "
+            + __import__("json").dumps("{{ " + expression + " }}")
+            + "\n",
+        )
+        assert any("reaches outside the template sandbox" in p for p in problems), problems
+
+
+def test_template_sandbox_escapes_raise_a_security_error_at_render() -> None:
+    from runner.config.templates import _TEXT, Fields, TemplateSecurityError
+
+    template = _TEXT.from_string("{{ getattr_target._data }}")
+    with pytest.raises(TemplateSecurityError):
+        template.render(getattr_target=Fields({"a": 1}))

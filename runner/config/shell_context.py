@@ -25,8 +25,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Stands for one placeholder in a skeleton (templates may not contain NUL).
-MARK = "\x00"
+#: Placeholder number i is the private-use character MARK_BASE + i in a
+#: skeleton (run templates may not contain private-use characters).
+MARK_BASE = 0xE000
+MARK_LIMIT = 0xF8FF
+MARK = chr(MARK_BASE)
+
+
+def mark(index: int) -> str:
+    return chr(MARK_BASE + index)
+
+
+def is_mark(char: str) -> bool:
+    return MARK_BASE <= ord(char) <= MARK_LIMIT
+
 
 HINTS = {
     "single quotes": "values are quoted for you; remove the quotes",
@@ -42,6 +54,12 @@ HINTS = {
     "a declaration": "declare, typeset and let can evaluate values; assign with NAME={{ x }}",
     "an assignment": "this script declares integer or array variables, whose assignments "
     "evaluate values; assign to a plain variable instead",
+    "a case statement": "case patterns are not checked here; set a variable first "
+    '(NAME={{ x }}) and write case "$NAME"',
+    "a command name": "a value may be an argument, never the command itself",
+    "a variable name": "this command takes variable names, whose subscripts bash evaluates; "
+    "pass the value as a plain argument",
+    "an array subscript": "bash evaluates array subscripts; use a plain variable",
 }
 
 _METACHARACTERS = set(" \t\n;|&()<>")
@@ -49,10 +67,21 @@ _COMMAND_SEPARATORS = set(";|&(\n")
 _KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "time", "{"}
 _EVALUATING = {
     "eval": "eval",
+    "trap": "eval",
+    "source": "eval",
+    ".": "eval",
+    "alias": "eval",
     "let": "a declaration",
     "declare": "a declaration",
     "typeset": "a declaration",
 }
+#: Words that run the next word as the command: skipped to find the real one.
+_PREFIXES = {"command", "builtin", "time", "coproc", "-p", "nohup", "env"}
+#: Commands that take variable names (and evaluate their subscripts).
+_NAME_TAKING = {"read", "mapfile", "readarray", "unset", "getopts", "printf", "test", "[", "wait"}
+_ALWAYS_NAMES = {"read", "mapfile", "readarray", "unset", "getopts"}
+_SUBSCRIPT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[")
+_CASE = re.compile(r"(?:^|[\s;&|(])case\s")
 _DECLARING_WITH_FLAGS = {"local", "export", "readonly"}
 _ATTRIBUTE_DECLARATION = re.compile(r"\b(?:declare|typeset|local|export|readonly)\s+-\w*[iaA]")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
@@ -74,20 +103,15 @@ class _Scanner:
     def __init__(self, skeleton: str) -> None:
         self.text = skeleton
         self.found: dict[int, str] = {}
-        self.marks_before: list[int] = []  # running count of MARKs, per position
-        count = 0
-        for char in skeleton:
-            self.marks_before.append(count)
-            if char == MARK:
-                count += 1
         self.integer_variables = bool(_ATTRIBUTE_DECLARATION.search(skeleton))
+        self.has_case = bool(_CASE.search(skeleton))
 
     def flag(self, position: int, context: str) -> None:
-        self.found.setdefault(self.marks_before[position], context)
+        self.found.setdefault(ord(self.text[position]) - MARK_BASE, context)
 
     def flag_range(self, start: int, end: int, context: str) -> None:
         for position in range(start, min(end, len(self.text))):
-            if self.text[position] == MARK:
+            if is_mark(self.text[position]):
                 self.flag(position, context)
 
     # Each scan_* method starts after an opening token and returns the index
@@ -103,7 +127,7 @@ class _Scanner:
         """$'...' and backticks: backslash escapes, no nesting we need to follow."""
         n = len(self.text)
         while i < n and self.text[i] != closer:
-            if self.text[i] == MARK:
+            if is_mark(self.text[i]):
                 self.flag(i, context)
             i += 2 if self.text[i] == "\\" else 1
         return i + 1
@@ -112,7 +136,7 @@ class _Scanner:
         n = len(self.text)
         while i < n:
             char = self.text[i]
-            if char == MARK:
+            if is_mark(char):
                 self.flag(i, "double quotes")
             if char == "\\":
                 i += 2
@@ -134,7 +158,7 @@ class _Scanner:
         depth = 0
         n = len(self.text)
         while i < n:
-            if self.text[i] == MARK:
+            if is_mark(self.text[i]):
                 self.flag(i, "arithmetic")
             if self.text[i] == "(":
                 depth += 1
@@ -150,6 +174,11 @@ class _Scanner:
         n = len(self.text)
         start = i
         while i < n and depth:
+            if self.text[i] in "'\"`":
+                # Quotes inside ${...} follow rules this scan does not model:
+                # refuse every placeholder from here on.
+                self.flag_range(start, n, "${ }")
+                return n
             if self.text[i] == "{":
                 depth += 1
             elif self.text[i] == "}":
@@ -159,6 +188,12 @@ class _Scanner:
             i += 1
         self.flag_range(start, i, "${ }")
         return i
+
+    def scan_old_arithmetic(self, i: int) -> int:
+        end = self.text.find("]", i)
+        end = len(self.text) if end < 0 else end
+        self.flag_range(i, end, "arithmetic")
+        return end + 1
 
     def scan_double_bracket(self, i: int) -> int:
         end = self.text.find("]]", i)
@@ -175,8 +210,13 @@ class _Scanner:
         while i < n and self.text[i] not in _METACHARACTERS:
             i += 1
         word = self.text[start:i]
-        if not word or MARK in word or "$" in word or "`" in word:
-            if MARK in word:
+        marks = any(is_mark(c) for c in word)
+        quoting = re.search(r"[\\'\"]", word)
+        # A quote or backslash before the end of the word (E\ OF, "E"OF):
+        # the delimiter is not something this scan can read exactly.
+        unclear = quoting is not None and not re.fullmatch(r"'[^']*'|\"[^\"]*\"|\\?\w+", word)
+        if not word or marks or "$" in word or "`" in word or unclear:
+            if marks:
                 self.flag_range(start, i, "a heredoc delimiter")
             return None, i
         return word.replace("'", "").replace('"', "").replace("\\", ""), i
@@ -206,15 +246,34 @@ class _Scanner:
         command: str | None = None  # the first word of the current simple command
         command_flags = False
         at_command_start = True
+        in_command_word = False  # inside the command's own word (/bin/{{ x }})
         word_start = True
         while i < n:
             char = self.text[i]
-            if char == MARK:
-                if command in _EVALUATING:
+            if is_mark(char):
+                word_before = self._word_before(i)
+                assignment = _ASSIGNMENT.match(word_before)
+                if self.has_case:
+                    self.flag(i, "a case statement")
+                elif assignment and _SUBSCRIPT.match(word_before) and "]" not in word_before:
+                    self.flag(i, "an array subscript")
+                elif assignment and (at_command_start or command is None):
+                    if self.integer_variables:  # NAME={{ x }} before the command
+                        self.flag(i, "an assignment")
+                elif at_command_start or command is None or in_command_word:
+                    if _SUBSCRIPT.match(word_before):
+                        self.flag(i, "an array subscript")
+                    else:
+                        self.flag(i, "a command name")
+                elif command in _EVALUATING:
                     self.flag(i, _EVALUATING[command])
                 elif command in _DECLARING_WITH_FLAGS and command_flags:
                     self.flag(i, "a declaration")
-                elif self.integer_variables and _ASSIGNMENT.search(self._word_before(i)):
+                elif command in _NAME_TAKING and (command_flags or command in _ALWAYS_NAMES):
+                    self.flag(i, "a variable name")
+                elif _SUBSCRIPT.match(word_before) and "]" not in word_before:
+                    self.flag(i, "an array subscript")
+                elif self.integer_variables and _ASSIGNMENT.search(word_before):
                     self.flag(i, "an assignment")
                 i += 1
                 word_start = at_command_start = False
@@ -245,10 +304,13 @@ class _Scanner:
                 heredocs.append((delimiter, strip_tabs))
                 word_start = False
                 continue
-            if self.text.startswith("$((", i) or (
-                at_command_start and self.text.startswith("((", i)
-            ):
+            arithmetic_command = at_command_start and self.text.startswith("((", i)
+            if self.text.startswith("$((", i) or arithmetic_command:
                 i = self.scan_arithmetic(i + (3 if char == "$" else 2))
+                word_start = at_command_start = False
+                continue
+            if self.text.startswith("$[", i):
+                i = self.scan_old_arithmetic(i + 2)
                 word_start = at_command_start = False
                 continue
             if word_start and self.text.startswith("[[", i):
@@ -276,6 +338,7 @@ class _Scanner:
                 depth -= 1
                 i += 1
             elif char in _METACHARACTERS:
+                in_command_word = False
                 i += 1
                 if char in _COMMAND_SEPARATORS:
                     command, command_flags = None, False
@@ -286,7 +349,9 @@ class _Scanner:
                 if word_start:
                     word = self._word_at(i)
                     if at_command_start and word not in _KEYWORDS and not _ASSIGNMENT.match(word):
-                        command, at_command_start = word, False
+                        if word not in _PREFIXES:  # `command eval` is still eval
+                            command, at_command_start = word, False
+                            in_command_word = True
                     elif word.startswith("-") and command is not None:
                         command_flags = True
                 i += 1
@@ -294,14 +359,14 @@ class _Scanner:
         return n
 
     def _word_at(self, i: int) -> str:
+        """The word starting at ``i``, with quotes and backslashes removed
+        (``ev''al`` and ``\\eval`` are still ``eval``)."""
         end = i
-        while (
-            end < len(self.text)
-            and self.text[end] not in _METACHARACTERS
-            and self.text[end] not in "'\"`$" + MARK
-        ):
+        while end < len(self.text) and self.text[end] not in _METACHARACTERS:
+            if is_mark(self.text[end]) or self.text[end] in "$`":
+                break
             end += 1
-        return self.text[i:end]
+        return re.sub(r"[\\'\"]", "", self.text[i:end])
 
     def _word_before(self, i: int) -> str:
         start = i

@@ -223,32 +223,66 @@ _FORBIDDEN_IN_SHELL = {
 }
 
 
-def shell_skeleton(tree: nodes.Template) -> tuple[str, list[nodes.Node]]:
-    """The text a template can print, with ``MARK`` where each ``{{ }}`` prints.
+#: More branch combinations than this and a run template is refused.
+MAX_SKELETONS = 256
+
+
+def shell_skeletons(tree: nodes.Template) -> tuple[list[str], list[nodes.Node]]:
+    """Every text a template can print, with a marker where each ``{{ }}`` prints.
 
     Built from the parse tree, so Jinja syntax (string literals, raw blocks,
-    comments) cannot disguise what the shell will read.  Both branches of an
-    ``if`` are laid end to end: a quote left open in one is treated as open.
+    comments) cannot disguise what the shell will read.  Each branch of an
+    ``if`` is a separate variant, and a loop body appears 0, 1 and 2 times,
+    so text that only joins up in one combination is still seen.  Output
+    number *i* is marked by ``shell_context.mark(i)``.
     """
-    from .shell_context import MARK
+    from .shell_context import mark
 
-    parts: list[str] = []
     outputs: list[nodes.Node] = []
 
-    def visit(node: nodes.Node) -> None:
+    def combine(first: list[str], second: list[str]) -> list[str]:
+        joined = [a + b for a in first for b in second]
+        if len(joined) > MAX_SKELETONS:
+            raise _TooManyBranches
+        return joined
+
+    def of_nodes(body: list[nodes.Node]) -> list[str]:
+        variants = [""]
+        for node in body:
+            variants = combine(variants, of_node(node))
+        return variants
+
+    def of_node(node: nodes.Node) -> list[str]:
         if isinstance(node, nodes.Output):
+            parts = []
             for child in node.nodes:
                 if isinstance(child, nodes.TemplateData):
                     parts.append(child.data)
                 else:
-                    parts.append(MARK)
+                    parts.append(mark(len(outputs)))
                     outputs.append(child)
-            return
+            return ["".join(parts)]
+        if isinstance(node, nodes.If):
+            branches = of_nodes(node.body)
+            for elif_ in node.elif_:
+                branches += of_node(elif_)
+            branches += of_nodes(node.else_) if node.else_ else [""]
+            return branches
+        if isinstance(node, nodes.For):
+            once = of_nodes(node.body)
+            none = of_nodes(node.else_) if node.else_ else [""]
+            return none + once + combine(once, once)
+        variants = [""]
         for child in node.iter_child_nodes():
-            visit(child)
+            if isinstance(child, nodes.Stmt | nodes.Output):
+                variants = combine(variants, of_node(child))
+        return variants
 
-    visit(tree)
-    return "".join(parts), outputs
+    return of_nodes(tree.body), outputs
+
+
+class _TooManyBranches(Exception):
+    pass
 
 
 def _placeholder_offsets(source: str) -> list[int]:
@@ -272,17 +306,38 @@ def _shell_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
             )
     if "\0" in source:
         problems.append(TemplateProblem(source.index("\0"), "a command may not contain NUL"))
+    private = next((i for i, c in enumerate(source) if 0xE000 <= ord(c) <= 0xF8FF), None)
+    if private is not None:
+        problems.append(
+            TemplateProblem(private, "a command may not contain private-use characters")
+        )
     if problems:
         return problems
-    skeleton, outputs = shell_skeleton(tree)
+    try:
+        skeletons, outputs = shell_skeletons(tree)
+    except _TooManyBranches:
+        return [
+            TemplateProblem(
+                0,
+                f"more than {MAX_SKELETONS} if/for combinations to check; "
+                "split the command into several steps",
+            )
+        ]
+    if len(outputs) > 0xF8FF - 0xE000:
+        return [TemplateProblem(0, "too many {{ }} in one command")]
     offsets = _placeholder_offsets(source)
-    for unsafe in unsafe_placeholders(skeleton):
-        if len(offsets) == len(outputs):
-            offset = offsets[unsafe.index]
-        else:  # {{ inside raw blocks shifts the count: fall back to the line
-            offset = _offset_of_line(source, outputs[unsafe.index].lineno)
-        problems.append(TemplateProblem(offset, unsafe.message))
-    return problems
+    reported: set[int] = set()
+    for skeleton in skeletons:
+        for unsafe in unsafe_placeholders(skeleton):
+            if unsafe.index in reported:
+                continue
+            reported.add(unsafe.index)
+            if len(offsets) == len(outputs):
+                offset = offsets[unsafe.index]
+            else:  # {{ inside raw blocks shifts the count: fall back to the line
+                offset = _offset_of_line(source, outputs[unsafe.index].lineno)
+            problems.append(TemplateProblem(offset, unsafe.message))
+    return sorted(problems, key=lambda p: p.offset)
 
 
 def compile_template(
