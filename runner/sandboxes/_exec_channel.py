@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import select
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -45,8 +47,11 @@ class _Pending:
 class ExecChannel:
     """A started helper process and the stream to it.  Thread-safe."""
 
-    def __init__(self, api: Any, container_id: str) -> None:
+    def __init__(self, api: Any, container_id: str, *, max_body_bytes: int = 64 << 20) -> None:
         self.api = api
+        #: The largest answer body accepted; a bigger one (a command writing
+        #: forged frames into the helper's stdout) ends the channel.
+        self.max_body_bytes = max_body_bytes
         self.container_id = container_id
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
@@ -85,29 +90,43 @@ class ExecChannel:
         self, header: dict[str, Any], body: bytes = b"", *, timeout: float
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait (blocking) for its answer."""
-        if self._dead is not None:
-            raise ChannelError(self._dead)
+        deadline = time.monotonic() + timeout
         request_id = next(self._ids)
         pending = _Pending()
-        with self._lock:
+        with self._lock:  # checked and registered together: _fail sees it or we see _dead
+            if self._dead is not None:
+                raise ChannelError(self._dead)
             self._pending[request_id] = pending
         data = json.dumps({**header, "id": request_id}).encode("utf-8")
         frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
         try:
             with self._write_lock:
-                assert self._socket is not None
-                self._socket.sendall(frame)
+                self._send(frame, deadline)
                 if body:
-                    self._socket.sendall(body)
-        except OSError as exc:
+                    self._send(body, deadline)
+        except (OSError, TimeoutError) as exc:
             self._fail(f"writing to the helper failed: {exc}")
-        if not pending.done.wait(timeout):
+        if not pending.done.wait(max(0.0, deadline - time.monotonic())):
             self._fail(f"the helper did not answer within {timeout:g}s")
         with self._lock:
             self._pending.pop(request_id, None)
         if pending.header is None:
             raise ChannelError(self._dead or "the helper stopped")
         return pending.header, pending.body
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        """Send all of ``data`` before ``deadline``: a stopped helper cannot
+        block us (or, through the write lock, every later request)."""
+        assert self._socket is not None
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the helper stopped reading")
+            _, writable, _ = select.select([], [self._socket], [], left)
+            if writable:
+                sent = self._socket.send(view[: 1 << 20], socket.MSG_DONTWAIT)
+                view = view[sent:]
 
     def close(self) -> None:
         self._fail("closed")
@@ -142,7 +161,7 @@ class ExecChannel:
                     continue
                 buffer += payload
                 while True:
-                    message = _take_frame(buffer)
+                    message = _take_frame(buffer, max_body=self.max_body_bytes)
                     if message is None:
                         break
                     header, body = message
@@ -171,15 +190,27 @@ class ExecChannel:
         return bytes(chunks)
 
 
-def _take_frame(buffer: bytearray) -> tuple[dict[str, Any], bytes] | None:
-    """Remove and return one complete helper frame from ``buffer``, if there is one."""
+#: No honest answer header comes near this size.
+MAX_HEADER_BYTES = 64 << 10
+
+
+def _take_frame(buffer: bytearray, *, max_body: int) -> tuple[dict[str, Any], bytes] | None:
+    """Remove and return one complete helper frame from ``buffer``, if there is one.
+
+    Sizes are checked as soon as they are known, before anything is buffered
+    for them: oversized frames raise ValueError, which ends the channel.
+    """
     if len(buffer) < 4:
         return None
     header_size = struct.unpack(">I", buffer[:4])[0]
+    if header_size > MAX_HEADER_BYTES:
+        raise ValueError(f"an answer header of {header_size} bytes")
     body_at = 4 + header_size + 8
     if len(buffer) < body_at:
         return None
     body_size = struct.unpack(">Q", buffer[4 + header_size : body_at])[0]
+    if body_size > max_body:
+        raise ValueError(f"an answer body of {body_size} bytes")
     if len(buffer) < body_at + body_size:
         return None
     header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))

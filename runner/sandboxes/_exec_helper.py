@@ -15,6 +15,7 @@ costs bounded memory; the totals are reported.
 import json
 import os
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -75,7 +76,7 @@ class Capped:
 
 
 def drain(pipe, capped):
-    for chunk in iter(lambda: pipe.read(65536), b""):
+    for chunk in iter(lambda: pipe.read1(65536), b""):  # whatever has arrived
         capped.add(chunk)
     pipe.close()
 
@@ -130,7 +131,9 @@ def run_command(request):
         if reader.is_alive():  # something it started still holds the pipe open
             timed_out = True
             kill_group(process.pid)
-            reader.join()
+            # A process that left the group (setsid) may hold the pipe for
+            # ever: answer with what arrived rather than wait for it.
+            reader.join(2.0)
     code = process.returncode
     if timed_out:
         code = 124
@@ -163,9 +166,14 @@ def handle(header, body):
             send(result, stdout + stderr)
         elif op == "read":
             path = header["path"]
-            size = os.stat(path).st_size
+            info = os.stat(path)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(path)
+            if not stat.S_ISREG(info.st_mode):  # a FIFO or a device never ends
+                raise OSError("not a regular file: " + path)
+            size = info.st_size
             limit = header.get("max_bytes")
-            if limit is not None and size > limit and os.path.isfile(path):
+            if limit is not None and size > limit:
                 send({"id": request_id, "error": "TooLarge", "message": str(size)})
                 return
             with open(path, "rb") as handle_:
@@ -199,4 +207,5 @@ def main():
         worker.start()
 
 
-main()
+if __name__ == "__main__":  # python3 -c runs it as __main__
+    main()

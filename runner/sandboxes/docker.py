@@ -451,7 +451,10 @@ class DockerSandbox(Sandbox):
         """Start the in-container helper; without python3 (or on any failure)
         stay on one ``docker exec`` per command."""
         self.output_cap_bytes = output_cap_bytes
-        channel = ExecChannel(None, self.container_id)
+        files = self._channel_file_limit if self._channel_file_limit is not None else 1 << 30
+        channel = ExecChannel(
+            None, self.container_id, max_body_bytes=2 * output_cap_bytes + files + (1 << 20)
+        )
         try:
             await self.client.call(_start_channel, channel)
         except ChannelError as exc:
@@ -524,8 +527,13 @@ class DockerSandbox(Sandbox):
             )
         if answer is not None:
             header, body = answer
-            if "error" in header:
-                raise OSError(f"exec in the sandbox failed: {header['message']}")
+            if "error" in header:  # it could not even start (no pids left, ...), as a shell
+                return SandboxExecutionResult(  # that cannot fork: 126, not an exception
+                    exit_code=126,
+                    stdout="",
+                    stderr=f"runner: could not start the command: {header['message']}\n",
+                    duration_seconds=time.perf_counter() - started,
+                )
             stdout, stderr = body[: header["stdout_len"]], body[header["stdout_len"] :]
             return SandboxExecutionResult(
                 exit_code=header["exit_code"],
@@ -545,8 +553,14 @@ class DockerSandbox(Sandbox):
             "-c",
             command,
         ]
-        exit_code, stdout, stderr = await self.client.call(
-            _exec, self.container_id, argv, check_env(env), workdir, abandon_on_cancel=True
+        exit_code, stdout, stderr, truncated = await self.client.call(
+            _exec_capped,
+            self.container_id,
+            argv,
+            check_env(env),
+            workdir,
+            self.output_cap_bytes,
+            abandon_on_cancel=True,
         )
         duration = time.perf_counter() - started
         timed_out = exit_code in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout
@@ -557,7 +571,17 @@ class DockerSandbox(Sandbox):
             + stderr.decode("utf-8", errors="replace"),
             timed_out=timed_out,
             duration_seconds=duration,
+            output_truncated=truncated,
         )
+
+    def _archives_allowed(self, path: str) -> None:
+        """The archive API cannot see a tmpfs workspace: without the helper,
+        say so rather than write where no command will find the file."""
+        if self._channel_file_limit is None:
+            raise SandboxUnavailableError(
+                f"cannot move {path}: the sandbox's exec channel is gone, and the Engine's "
+                "file API cannot reach a workspace_size (tmpfs) workspace"
+            )
 
     def _explain_kill(self, exit_code: int, timed_out: bool) -> str:
         """A line for a command SIGKILLed by something other than its timeout:
@@ -578,6 +602,7 @@ class DockerSandbox(Sandbox):
             answer = None  # reading again is harmless
         if answer is None or answer[0].get("error") == "TooLarge":
             # Big files go as tar streams, which the Engine moves faster.
+            self._archives_allowed(path)
             return await self.client.call(_read_file, self.container_id, target)
         header, body = answer
         if "error" in header:
@@ -597,6 +622,7 @@ class DockerSandbox(Sandbox):
             except ChannelError:
                 answer = None  # writing the whole file again is harmless
         if answer is None:
+            self._archives_allowed(path)
             await self.client.call(_write_file, self.container_id, target, payload)
             return
         if "error" in answer[0]:
@@ -724,6 +750,35 @@ def _exec(
     stdout, stderr = api.exec_start(exec_id, demux=True)
     exit_code = api.exec_inspect(exec_id)["ExitCode"]
     return (exit_code if exit_code is not None else -1), stdout or b"", stderr or b""
+
+
+def _exec_capped(
+    client: docker.DockerClient,
+    container_id: str,
+    argv: list[str],
+    env: dict[str, str],
+    workdir: str,
+    cap: int,
+) -> tuple[int, bytes, bytes, bool]:
+    """One exec, its output streamed and capped (head and tail) as the helper does."""
+    from ._exec_helper import Capped
+
+    api = client.api
+    exec_id = api.exec_create(
+        container_id, argv, stdout=True, stderr=True, environment=env or None, workdir=workdir
+    )["Id"]
+    out, err = Capped(cap), Capped(cap)
+    for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
+        if stdout:
+            out.add(stdout)
+        if stderr:
+            err.add(stderr)
+    exit_code = api.exec_inspect(exec_id)["ExitCode"]
+    truncated = out.total > len(out.head) + len(out.tail) or err.total > len(err.head) + len(
+        err.tail
+    )
+    code = exit_code if exit_code is not None else -1
+    return code, out.value(), err.value(), truncated
 
 
 def _read_file(client: docker.DockerClient, container_id: str, path: str) -> bytes:
