@@ -87,8 +87,11 @@ class ChatCompletionsModel:
             for attempt in range(self.max_retries + 1):
                 delay = self.backoff_seconds * (2**attempt)
                 try:
-                    response = await client.post(url, json=body, headers=headers)
-                except httpx.TimeoutException:
+                    # httpx's timeout is per read: a server trickling bytes
+                    # would never trip it, so the whole request has a deadline.
+                    with anyio.fail_after(self.timeout_seconds):
+                        response = await client.post(url, json=body, headers=headers)
+                except (httpx.TimeoutException, TimeoutError):
                     last_problem = f"no answer within {self.timeout_seconds:g}s"
                 except httpx.TransportError as exc:
                     last_problem = f"connection failed: {type(exc).__name__}"

@@ -9,6 +9,8 @@ never raises for them.
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from ._model import Completed, Failed, Message, Model, ToolCall, ToolCallRecord, TurnResult
@@ -96,7 +98,17 @@ async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
                 name, arguments, cap_output(_bash_output(result)), result.exit_code != 0
             )
         if call.name == "read_file":
-            data = await sandbox.read_file(str(arguments["path"]))
+            path = str(arguments["path"])
+            size = await sandbox.execute(f"stat -L -c %s -- {shlex.quote(path)}")
+            if size.exit_code == 0 and int(size.stdout.strip() or 0) > READ_FILE_LIMIT:
+                return ToolCallRecord(
+                    name,
+                    arguments,
+                    f"error: {path} is {size.stdout.strip()} bytes; read parts of it with bash "
+                    "(head, tail, sed -n)",
+                    True,
+                )
+            data = await sandbox.read_file(path)
             return ToolCallRecord(name, arguments, cap_output(data.decode("utf-8", "replace")))
         if call.name == "write_file":
             content = str(arguments["content"])
@@ -108,6 +120,17 @@ async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
         return ToolCallRecord(name, arguments, f"error: {type(exc).__name__}: {exc}", True)
     known = ", ".join(REPORTED_NAMES)
     return ToolCallRecord(name, arguments, f"error: unknown tool {call.name!r} ({known})", True)
+
+
+def _refuse_calls(conversation: list[Message], calls: Sequence[ToolCall], why: str) -> None:
+    for call in calls:
+        conversation.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {why}"}
+        )
+
+
+#: ``read_file`` refuses bigger files: the model gets a hint to read parts.
+READ_FILE_LIMIT = 1 << 20
 
 
 async def run_turn(
@@ -139,9 +162,12 @@ async def run_turn(
         if not reply.tool_calls:
             return Completed(reply.text, tuple(records))
         if sandbox is None:
+            _refuse_calls(conversation, reply.tool_calls, "this agent has no sandbox")
             return Failed("the model called a tool, but this agent has no sandbox", tuple(records))
-        for call in reply.tool_calls:
+        for index, call in enumerate(reply.tool_calls):
             if len(records) >= max_tool_calls:
+                # Every call gets its answer, or the next turn's request is invalid.
+                _refuse_calls(conversation, reply.tool_calls[index:], "tool call limit reached")
                 return Failed(f"tool call limit of {max_tool_calls} reached", tuple(records))
             record = await _run_tool(sandbox, call)
             records.append(record)

@@ -24,6 +24,8 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_seconds: float = 0.0
+    #: Seconds between body bytes: a server that answers, but ever so slowly.
+    trickle_seconds: float = 0.0
 
 
 def assistant(text: str | None = None, *calls: tuple[str, str, Any]) -> Reply:
@@ -92,7 +94,13 @@ class ChatServer:
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.trickle_seconds:
+                        for byte in payload:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(reply.trickle_seconds)
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up waiting (a timeout test)
 

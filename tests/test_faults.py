@@ -203,3 +203,25 @@ async def test_a_full_workspace_is_an_error_inside_the_sandbox_only(docker_backe
         await box.execute("rm -f big.bin")
         await box.write_file("small.txt", "fits")
         assert await box.read_file("small.txt") == b"fits"
+
+
+def test_a_gigabyte_of_output_keeps_the_runner_small() -> None:
+    code = textwrap.dedent(
+        f"""\
+        import resource, anyio, runner
+        async def main():
+            env = runner.LocalDockerSandbox(image={TEST_IMAGE!r})
+            async with await runner.Agent(model="m", environment=env).start_session() as s:
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                r = await s.sandbox.execute("head -c 1000000000 /dev/zero", timeout_seconds=120)
+                after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                print(r.output_truncated, after - before)
+        anyio.run(main)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    truncated, growth_kib = result.stdout.split()
+    assert truncated == "True", result.stderr
+    assert int(growth_kib) < 100_000  # a copy of the output would be ~1 GB

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from chat_server import ChatServer, Reply, assistant, error
 
@@ -209,3 +210,44 @@ async def test_a_base_url_means_an_openai_compatible_server(monkeypatch) -> None
 def test_the_api_key_is_not_in_the_repr() -> None:
     text = repr(agents.ChatCompletionsModel("m", base_url="http://127.0.0.1:9/v1", api_key="sk-x"))
     assert "sk-x" not in text and "api_key=***" in text
+
+
+async def test_a_server_that_trickles_its_answer_still_times_out() -> None:
+    slow = assistant("too slow")
+    slow.trickle_seconds = 0.05  # ~10 s for the whole body, each byte well within a read timeout
+    with ChatServer([slow, assistant("in time")]) as server:
+        with anyio.fail_after(30):
+            result = await agents.Agent(model=model(server, timeout_seconds=1.0)).run("hi")
+    assert result == agents.Completed("in time", ())
+
+
+async def test_every_tool_call_is_answered_even_past_the_limit() -> None:
+    from runner.testing import ScriptedModel
+
+    calls = [
+        agents.ToolCall(id=f"c{i}", name="bash", arguments='{"command": "true"}') for i in range(3)
+    ]
+    model = ScriptedModel(
+        [agents.ModelReply(tool_calls=tuple(calls)), agents.ModelReply(text="ok")]
+    )
+    agent = agents.Agent(model=model, environment=RecordingSandbox(), max_tool_calls=1)
+    async with await agent.start_session() as session:
+        first = await session.run("go")
+        await session.run("again")
+    assert isinstance(first, agents.Failed)
+    messages = model.requests[1][0]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert answered == ["c0", "c1", "c2"]
+    assert messages[-2]["content"] == "error: tool call limit reached"
+
+
+async def test_read_file_refuses_huge_files_with_a_hint(local_backend) -> None:
+    replies = [assistant(None, ("c1", "read_file", {"path": "big.bin"})), assistant("ok")]
+    with ChatServer(replies) as server:
+        env = local_backend.environment()
+        agent = agents.Agent(model=model(server), environment=env)
+        async with await agent.start_session() as session:
+            await session.sandbox.execute("head -c 3000000 /dev/zero > big.bin")
+            result = await session.run("read it")
+    assert result.tool_calls[0].is_error
+    assert "big.bin is 3000000 bytes; read parts of it with bash" in result.tool_calls[0].output

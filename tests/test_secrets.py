@@ -149,3 +149,46 @@ def test_no_form_of_a_secret_reaches_any_output(tmp_path) -> None:
     for name, value in forms.items():
         assert value not in everything, f"the {name} form of the secret leaked"
     assert "***" in outputs[1]
+
+
+def test_a_secret_in_the_agents_answer_is_scrubbed(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    with ChatServer(
+        [assistant(f"I found the token: {SECRET}"), assistant(f"again {SECRET}")]
+    ) as server:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                secrets:
+                  token: {{from_env: TEST_TOKEN}}
+                agent:
+                  model: m
+                  base_url: {server.url}
+                  environment:
+                    sandbox: local
+                    hooks:
+                      - name: deliver
+                        on_create: [{{secret_file: token.txt, secret: token}}]
+                """
+            )
+        )
+        outputs = [
+            runner(
+                "run",
+                str(config),
+                "--prompt",
+                "find it",
+                *extra,
+                cwd=tmp_path,
+                env={"TEST_TOKEN": SECRET},
+            )
+            for extra in ([], ["--json"])
+        ]
+    for result in outputs:
+        assert result.returncode == 0, result.stderr
+        assert SECRET not in result.stdout + result.stderr
+    assert outputs[0].stdout == "I found the token: ***\n"
+    assert '"text": "again ***"' in outputs[1].stdout

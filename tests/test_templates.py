@@ -301,3 +301,10 @@ def test_template_sandbox_escapes_raise_a_security_error_at_render() -> None:
     template = _TEXT.from_string("{{ getattr_target._data }}")
     with pytest.raises(TemplateSecurityError):
         template.render(getattr_target=Fields({"a": 1}))
+
+
+def test_a_field_named_like_a_mapping_method_renders_the_field() -> None:
+    text, _ = compile_template(
+        "{{ repo.items }} {{ repo.keys }}", shell=False, fields_by_name={"repo": None}
+    )
+    assert text.render({"repo": Fields({"items": "a", "keys": "b"})}) == "a b"

@@ -119,6 +119,13 @@ class _StrictSandbox(SandboxedEnvironment):
             return False
         return super().is_safe_attribute(obj, attr, value)
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # repo.items is the field "items" when the input has one, not the
+        # Mapping method of that name.
+        if isinstance(obj, Fields) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         raise TemplateSecurityError(
             f"templates may not access {attribute!r} of a {type(obj).__name__}"
