@@ -120,7 +120,7 @@ async def test_a_control_plane_error_leaves_nothing(cloud) -> None:
 @pytest.mark.docker
 async def test_a_failing_setup_script_deletes_the_sandbox(cloud) -> None:
     env = sandbox(setup_script="echo no >&2; exit 9", hooks=[Journal([])])
-    with pytest.raises(agents.SandboxSetupError, match="setup_script exited 9: no"):
+    with pytest.raises(agents.SandboxSetupError, match="setup_script exited 9 in nl-north-1: no"):
         await agents.Agent(model="m", environment=env).start_session()
     assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
     assert cloud.containers == {}

@@ -144,3 +144,20 @@ class SandboxEnvironment(abc.ABC):
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
         return f"{type(self).__name__}(hooks=[{hooks}])"
+
+
+async def run_setup_script(sandbox: Sandbox, script: str, *, timeout: float, where: str) -> None:
+    """Run a sandbox's ``setup_script``; a non-zero exit is a ``SandboxSetupError``.
+
+    Shared by the container backends; the caller deletes the sandbox on failure.
+    """
+    from .._errors import SandboxSetupError
+
+    result = await sandbox.execute(script, timeout_seconds=timeout)
+    if result.exit_code != 0:
+        reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
+        raise SandboxSetupError(
+            f"setup_script {reason} {where}: {result.stderr.strip()[-2000:] or '(no stderr)'}",
+            exit_code=result.exit_code,
+            stderr=result.stderr,
+        )

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._errors import SandboxSetupError, SandboxUnavailableError
+from .._errors import SandboxUnavailableError
 from .._events import emit
 from .._network import Network
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
@@ -46,6 +46,7 @@ from .base import (
     SandboxExecutionResult,
     check_env,
     check_timeout,
+    run_setup_script,
 )
 
 if TYPE_CHECKING:
@@ -357,17 +358,12 @@ class LocalDockerSandbox(SandboxEnvironment):
                 )
             await sandbox.prepare(detect_shell=self.shell is None)
             if self.setup_script:
-                result = await sandbox.execute(
-                    self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
+                await run_setup_script(
+                    sandbox,
+                    self.setup_script,
+                    timeout=self.setup_script_timeout_seconds or 300,
+                    where=f"in image {self.image!r}",
                 )
-                if result.exit_code != 0:
-                    reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
-                    raise SandboxSetupError(
-                        f"setup_script {reason} in image {self.image!r}: "
-                        f"{result.stderr.strip()[-2000:] or '(no stderr)'}",
-                        exit_code=result.exit_code,
-                        stderr=result.stderr,
-                    )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await sandbox.delete()

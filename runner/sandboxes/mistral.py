@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import MissingExtraError, SandboxSetupError, SandboxUnavailableError
+from .._errors import MissingExtraError, SandboxUnavailableError
 from .._network import Network
 from .base import (
     TIMEOUT_EXIT_CODE,
@@ -51,6 +51,7 @@ from .base import (
     SandboxExecutionResult,
     check_env,
     check_timeout,
+    run_setup_script,
 )
 
 if TYPE_CHECKING:
@@ -187,16 +188,12 @@ class MistralSandbox(SandboxEnvironment):
         try:
             await sandbox.prepare()
             if self.setup_script:
-                result = await sandbox.execute(
-                    self.setup_script, timeout_seconds=self.setup_script_timeout_seconds
+                await run_setup_script(
+                    sandbox,
+                    self.setup_script,
+                    timeout=self.setup_script_timeout_seconds or 300,
+                    where=f"in {self.region}",
                 )
-                if result.exit_code != 0:
-                    reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
-                    raise SandboxSetupError(
-                        f"setup_script {reason}: {result.stderr.strip()[-2000:] or '(no stderr)'}",
-                        exit_code=result.exit_code,
-                        stderr=result.stderr,
-                    )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await sandbox.delete()
