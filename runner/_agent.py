@@ -9,22 +9,23 @@ then) the sandbox is created and ``on_create`` runs.
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from ._model import Model, TurnResult
 
 from ._dependencies import Dependency, check_unique_input_ids, resolve_inputs
 from ._errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
 from ._events import add_secrets, emit
 from ._inputs import SessionInput, secret_strings
 from ._lifecycle import open_sandbox, plan_hooks
-from ._model import Model, TurnResult
 from ._runtime import current_runtime
 from ._session import Session
-from ._turns import DEFAULT_MAX_TOOL_CALLS
 from .sandboxes.base import SandboxEnvironment
 from .sandboxes.none import NoSandbox
 
@@ -45,10 +46,12 @@ class Agent:
         instructions: str | None = None,
         environment: SandboxEnvironment | None = None,
         base_url: str | None = None,
-        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+        max_tool_calls: int = 50,
         inputs: Sequence[type[SessionInput]] = (),
     ) -> None:
-        if not isinstance(model, str) and not isinstance(model, Model):
+        # Duck-typed (not isinstance(..., Model)), so building an agent does
+        # not import the turn machinery: `runner validate` stays quick.
+        if not isinstance(model, str) and not callable(getattr(model, "complete", None)):
             raise SdkError(
                 f"Agent(model=...) takes a model name or an object with an async "
                 f"complete(messages, tools) method, got {model!r}"
@@ -128,7 +131,7 @@ class Agent:
 
     async def _open(self, inputs: Mapping[str, SessionInput]) -> Session:
         """Create the sandbox, run ``on_create``, and register the session."""
-        session_id = f"sess_{uuid.uuid4().hex}"
+        session_id = f"sess_{os.urandom(16).hex()}"
         ttl = self.environment.ttl_seconds
         emit("session_starting", session_id=session_id, agent=self.name)
         sandbox = await open_sandbox(

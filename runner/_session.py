@@ -19,12 +19,11 @@ from ._errors import SessionTerminatedError
 from ._events import emit
 from ._inputs import SessionInput, scrub, secret_strings
 from ._lifecycle import HookFailure, LifecyclePlan, close_sandbox
-from ._model import Message, Model, TurnResult
-from ._turns import run_turn
 from .sandboxes.base import Sandbox
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._model import Message, Model, TurnResult
 
 SessionStatus = Literal["running", "waiting", "terminated"]
 
@@ -97,6 +96,8 @@ class Session:
             return result
 
     async def _turn(self, model: Model) -> TurnResult:
+        from ._turns import run_turn
+
         emit("turn_started", session_id=self.id)
         started = time.perf_counter()
         result = await run_turn(

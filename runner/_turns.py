@@ -16,7 +16,7 @@ from typing import Any
 from ._model import Completed, Failed, Message, Model, ToolCall, ToolCallRecord, TurnResult
 from .sandboxes.base import Sandbox
 
-DEFAULT_MAX_TOOL_CALLS = 50
+DEFAULT_MAX_TOOL_CALLS = 50  # Agent(max_tool_calls=...) has the same default
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
