@@ -13,7 +13,6 @@ import sys
 import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,28 +65,45 @@ BACKEND_OPTIONS = {
 }
 
 
-@dataclass
 class DeclaredInput:
-    """An input from the ``inputs:`` section, compiled to a SessionInput class."""
+    """An input from the ``inputs:`` section, compiled to a SessionInput class.
 
-    input_id: str
-    input_class: type[SessionInput]
-    alias: str | None
-    required: bool
-    fields: frozenset[str] | None  # None: the schema does not list its fields
+    (Plain classes here and in steps.py: each dataclass costs ~0.7 ms of
+    `runner validate` start-up.)
+    """
+
+    __slots__ = ("alias", "fields", "input_class", "input_id", "required")
+
+    def __init__(
+        self,
+        input_id: str,
+        input_class: type[SessionInput],
+        alias: str | None,
+        required: bool,
+        fields: frozenset[str] | None,  # None: the schema does not list its fields
+    ) -> None:
+        self.input_id = input_id
+        self.input_class = input_class
+        self.alias = alias
+        self.required = required
+        self.fields = fields
 
     def binding(self) -> InputBinding:
         return InputBinding(self.input_class, self.alias)
 
 
-@dataclass
 class CompiledConfig:
     """What a YAML file compiles to: the agent, its inputs and its file paths."""
 
-    path: Path
-    agent: Any  # runner.Agent
-    inputs: dict[str, DeclaredInput]
-    paths: Paths
+    __slots__ = ("agent", "inputs", "path", "paths")
+
+    def __init__(
+        self, *, path: Path, agent: Any, inputs: dict[str, DeclaredInput], paths: Paths
+    ) -> None:
+        self.path = path
+        self.agent = agent  # a runner.Agent
+        self.inputs = inputs
+        self.paths = paths
 
 
 class _Compiler:

@@ -23,7 +23,7 @@ value as code.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 #: Placeholder number i is the private-use character MARK_BASE + i in a
 #: skeleton (run templates may not contain private-use characters).
@@ -87,8 +87,7 @@ _ATTRIBUTE_DECLARATION = re.compile(r"\b(?:declare|typeset|local|export|readonly
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 
 
-@dataclass(frozen=True)
-class UnsafePlaceholder:
+class UnsafePlaceholder(NamedTuple):
     """The ``index``-th placeholder of a template sits in ``context``."""
 
     index: int

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.sandbox import SandboxedEnvironment
@@ -159,15 +158,13 @@ _SHELL = _environment(_shell_word)
 _TEXT = _environment(_text)
 
 
-@dataclass(frozen=True)
-class TemplateProblem:
+class TemplateProblem(NamedTuple):
     """A problem found in a template, at an offset of its source."""
 
     offset: int
     message: str
 
 
-@dataclass
 class Template:
     """One checked template and the names it reads.
 
@@ -176,11 +173,14 @@ class Template:
     A template without Jinja markup has no tree and renders as itself.
     """
 
-    source: str
-    shell: bool
-    names: frozenset[str]
-    tree: Any = None
-    _compiled: Any = None
+    __slots__ = ("_compiled", "names", "shell", "source", "tree")
+
+    def __init__(self, source: str, shell: bool, names: frozenset[str], tree: Any = None) -> None:
+        self.source = source
+        self.shell = shell
+        self.names = names
+        self.tree = tree
+        self._compiled: Any = None
 
     @property
     def is_static(self) -> bool:
