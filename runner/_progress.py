@@ -16,8 +16,6 @@ class ProgressPrinter:
     def __init__(self, stream: TextIO, *, prefix: str = "") -> None:
         self.stream = stream
         self.prefix = prefix
-        #: (hook, point) -> its error message as reported (secrets scrubbed).
-        self.hook_errors: dict[tuple[str, str], str] = {}
 
     def _write(self, text: str) -> None:
         self.stream.write(self.prefix + text + "\n")
@@ -36,7 +34,6 @@ class ProgressPrinter:
         elif kind == "hook_finished":
             self._write(f"  {event['hook']}.{event['point']} ok{took}")
         elif kind == "hook_failed":
-            self.hook_errors[(event["hook"], event["point"])] = event["error"]
             self._write(
                 f"  {event['hook']}.{event['point']} FAILED{took}: "
                 f"{event['error_type']}: {event['error']}"

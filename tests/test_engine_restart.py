@@ -68,9 +68,9 @@ class PrivateEngine:
 @pytest.fixture
 def engine(docker_client):
     if shutil.which("dockerd") is None:
-        pytest.fail("dockerd is not installed") if os.environ.get("CI") else pytest.skip(
-            "no dockerd"
-        )
+        if os.environ.get("CI"):
+            pytest.fail("dockerd is not installed")
+        pytest.skip("dockerd is not installed")
     private = PrivateEngine()
     private.start()
     try:

@@ -29,17 +29,13 @@ def channel_threads() -> list[str]:
 
 @pytest.mark.docker
 async def test_32_concurrent_docker_sessions_leak_nothing(docker_backend) -> None:
-    env = docker_backend.environment()
-    agent = agents.Agent(model="m", environment=env)
-
     class Works(agents.SandboxHook):
         async def on_create(self, ctx) -> None:
             for index in range(5):
                 result = await ctx.sandbox.execute(f"echo {index}")
                 assert result.stdout == f"{index}\n"
 
-    env.hooks = (Works(),)
-    agent = agents.Agent(model="m", environment=env)
+    agent = agents.Agent(model="m", environment=docker_backend.environment(hooks=[Works()]))
     sets = [{} for _ in range(32)]
     first = await run_many(lambda _: agent, sets, concurrency=32)
     fds_after_first = open_fds()

@@ -15,6 +15,7 @@ command: it never hangs, because every wait has a deadline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import select
@@ -26,7 +27,13 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-HELPER_SOURCE = resources.files("runner.sandboxes").joinpath("_exec_helper.py").read_text("utf-8")
+
+@functools.cache
+def helper_source() -> str:
+    """The helper's code, read once, when the first channel starts."""
+    return resources.files("runner.sandboxes").joinpath("_exec_helper.py").read_text("utf-8")
+
+
 START_TIMEOUT_SECONDS = 15.0
 #: Beyond a command's own timeout, how long to wait for its answer before
 #: declaring the helper lost.
@@ -71,7 +78,7 @@ class ExecChannel:
         """Start the helper and wait for its first answer (blocking)."""
         exec_id = self.api.exec_create(
             self.container_id,
-            ["python3", "-u", "-c", HELPER_SOURCE],
+            ["python3", "-u", "-c", helper_source()],
             stdin=True,
             stdout=True,
             stderr=True,

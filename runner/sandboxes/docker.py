@@ -412,32 +412,21 @@ class DockerSandbox(Sandbox):
     async def prepare(self, *, detect_shell: bool) -> None:
         """Find the shell and check the image has what ``execute`` relies on."""
         if self.channel is not None:  # the helper's first answer already told us
-            found = self.channel.found
-            output = "".join(
-                [
-                    "" if found.get("sleep") else "missing-sleep\n",
-                    "" if found.get("timeout") else "missing-timeout\n",
-                    "/bin/bash\n" if found.get("bash") else "",
-                ]
-            )
+            found: dict[str, bool] | None = self.channel.found
         else:
-            probe = (
-                "command -v sleep >/dev/null || echo missing-sleep; "
-                "command -v timeout >/dev/null || echo missing-timeout; command -v bash || true"
-            )
-            output = await self.client.call(_probe, self.container_id, probe)
-        if output is None or "missing-sleep" in output:
+            found = await self.client.call(_probe, self.container_id)
+        if found is None or not found.get("sleep"):
             raise SandboxUnavailableError(
                 f"the container from {self.image!r} exited right after it started; the image "
                 "needs 'sleep' and a shell, and must not stop on its own"
             )
-        if "missing-timeout" in output:
+        if not found.get("timeout"):
             raise SandboxUnavailableError(
                 f"image {self.image!r} has no "
                 "'timeout' command (GNU coreutils or busybox); the sandbox needs it to enforce "
                 "command timeouts"
             )
-        if detect_shell and output.strip():
+        if detect_shell and found.get("bash"):
             self.shell = "bash"
 
     def _path(self, path: str) -> str:
@@ -719,33 +708,22 @@ def _create_and_start(client: docker.DockerClient, options: dict[str, Any]) -> C
     return container
 
 
-def _probe(client: docker.DockerClient, container_id: str, script: str) -> str | None:
-    """The output of ``script``, or None if the container is not running."""
+def _probe(client: docker.DockerClient, container_id: str) -> dict[str, bool] | None:
+    """Which of bash, timeout and sleep the image has; None if the container
+    is not running."""
     from docker.errors import APIError
 
+    script = "for c in bash timeout sleep; do command -v $c >/dev/null && echo $c; done"
     try:
-        _exit_code, stdout, _ = _exec(client, container_id, ["sh", "-c", script], {}, WORKSPACE)
+        _code, stdout, _err, _cut = _exec_capped(
+            client, container_id, ["sh", "-c", script], {}, WORKSPACE, 1 << 16
+        )
     except APIError as exc:
         if exc.status_code == 409:  # "container ... is not running"
             return None
         raise
-    return stdout.decode("utf-8", errors="replace")
-
-
-def _exec(
-    client: docker.DockerClient,
-    container_id: str,
-    argv: list[str],
-    env: dict[str, str],
-    workdir: str,
-) -> tuple[int, bytes, bytes]:
-    api = client.api
-    exec_id = api.exec_create(
-        container_id, argv, stdout=True, stderr=True, environment=env or None, workdir=workdir
-    )["Id"]
-    stdout, stderr = api.exec_start(exec_id, demux=True)
-    exit_code = api.exec_inspect(exec_id)["ExitCode"]
-    return (exit_code if exit_code is not None else -1), stdout or b"", stderr or b""
+    present = stdout.decode("utf-8", errors="replace").split()
+    return {name: name in present for name in ("bash", "timeout", "sleep")}
 
 
 def _exec_capped(
