@@ -43,9 +43,11 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
         SdkError,
         SessionInputError,
     )
+    from .config.templates import TemplateSecurityError
 
     return (
         SessionInputError,
+        TemplateSecurityError,
         SdkError,
         SandboxUnavailableError,
         MissingExtraError,
@@ -109,7 +111,8 @@ async def run_once(
     if session is not None and session.destroy_failures:
         outcome.messages.extend(str(failure) for failure in session.destroy_failures)
         if outcome.exit_code == EXIT_OK:
-            outcome.exit_code = EXIT_FAILED
+            refused = any(f.error_type == "UnsafeTemplateError" for f in session.destroy_failures)
+            outcome.exit_code = EXIT_USAGE if refused else EXIT_FAILED
     # The answer and the messages may quote a secret (the agent read a file).
     outcome.messages = [scrubbed(message) for message in outcome.messages]
     if outcome.text is not None:

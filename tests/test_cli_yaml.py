@@ -240,7 +240,7 @@ def test_run_prints_progress_and_saves_into_the_output_dir(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "saved-notes.md").read_text() == "Run the tests with pytest.\n"
-    assert "    [2] printf '%s@%s\\n' acme/api main > REPOSITORY ok (" in result.stderr
+    assert "    [2] printf '%s@%s\\n' 'acme/api' 'main' > REPOSITORY ok (" in result.stderr
     assert "  seed-workspace.on_destroy ok (" in result.stderr
     assert "  sandbox deleted" in result.stderr
 
@@ -275,7 +275,7 @@ def test_input_from_a_file_with_at(tmp_path) -> None:
         str(tmp_path),
     )
     assert result.returncode == 0, result.stderr
-    assert "printf '%s@%s\\n' acme/api v2 > REPOSITORY ok" in result.stderr
+    assert "printf '%s@%s\\n' 'acme/api' 'v2' > REPOSITORY ok" in result.stderr
 
 
 @pytest.mark.parametrize(

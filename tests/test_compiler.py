@@ -342,7 +342,7 @@ async def test_an_optional_input_gets_its_defaults(tmp_path) -> None:
     env = recording(agent)
     async with await agent.start_session():
         pass
-    assert env.commands == ["echo level 2"]
+    assert env.commands == ["echo level '2'"]
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ def test_record_repository_example_on_docker(tmp_path, docker_client) -> None:
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     step = next(e for e in events if e["event"] == "step_finished")
-    assert step["title"] == "printf '%s@%s\\n' acme/api main > REPOSITORY"
+    assert step["title"] == "printf '%s@%s\\n' 'acme/api' 'main' > REPOSITORY"
     assert step["exit_code"] == 0
 
 

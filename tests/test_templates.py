@@ -38,31 +38,36 @@ def check(tmp_path: Path, steps: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("step", "column", "context"),
+    ("step", "column"),
     [
-        ('          - run: echo "{{ repo.repository }}"\n', 24, "double quotes"),
-        ("          - run: echo '{{ repo.repository }}'\n", 24, "single quotes"),
-        ("          - run: echo `cat {{ repo.repository }}`\n", 28, "backticks"),
-        ("          - run: echo $'{{ repo.repository }}'\n", 25, "$'...' quotes"),
+        ('          - run: echo "{{ repo.repository }}"\n', 24),
+        ("          - run: echo '{{ repo.repository }}'\n", 24),
+        ("          - run: echo `cat {{ repo.repository }}`\n", 28),
+        ("          - run: echo $'{{ repo.repository }}'\n", 25),
     ],
 )
 def test_placeholders_inside_quotes_are_rejected_with_their_position(
-    tmp_path, step, column, context
+    tmp_path, step, column
 ) -> None:
     (message,) = check(tmp_path, step)
-    assert message.startswith(f"agent.yaml:{STEP_LINE}:{column}: {{{{ }}}} inside {context}:")
+    assert message.startswith(f"agent.yaml:{STEP_LINE}:{column}: {{{{ }}}} inside quotes")
+    assert "[quoted]" in message
     assert message.endswith("(at agent.environment.hooks[0].on_create[0].run)")
 
 
 def test_the_hint_says_values_are_quoted_for_you(tmp_path) -> None:
     (message,) = check(tmp_path, '          - run: echo "{{ repo.revision }}"\n')
-    assert "values are quoted for you; remove the quotes" in message
+    assert (
+        "values are quoted for you: write {{ x }} as a word of its own, without quotes" in message
+    )
 
 
 def test_a_placeholder_in_a_heredoc_is_rejected_on_its_line(tmp_path) -> None:
     steps = "          - run: |\n              cat > f <<EOF\n              {{ repo.repository }}\n              EOF\n"
     (message,) = check(tmp_path, steps)
-    assert message.startswith(f"agent.yaml:{STEP_LINE + 2}:15: {{{{ }}}} inside a heredoc")
+    assert message.startswith(
+        f"agent.yaml:{STEP_LINE + 2}:15: {{{{ }}}} inside quotes, a comment or a heredoc"
+    )
 
 
 def test_command_substitution_inside_double_quotes_is_fine(tmp_path) -> None:
@@ -131,6 +136,8 @@ def test_run_values_become_one_quoted_word() -> None:
     fields = {"repo": frozenset({"repository"})}
     shell, _ = compile_template("echo {{ repo.repository }}", shell=True, fields_by_name=fields)
     assert shell.render({"repo": Fields({"repository": "it's $(x)"})}) == "echo 'it'\"'\"'s $(x)'"
+    # Plain values are quoted too: every value is the same kind of word the check saw.
+    assert shell.render({"repo": Fields({"repository": "main"})}) == "echo 'main'"
 
 
 @pytest.mark.parametrize("value", [["a", "b"], {"k": "v"}])
@@ -150,18 +157,16 @@ def test_loops_quote_each_item() -> None:
     shell, _ = compile_template(
         "touch{% for f in files %} {{ f }}{% endfor %}", shell=True, fields_by_name={"files": None}
     )
-    assert shell.render({"files": ["a b", "c;d"]}) == "touch 'a b' 'c;d'"
+    assert shell.render({"files": ["a b", "c;d", "e"]}) == "touch 'a b' 'c;d' 'e'"
 
 
 # Ways to smuggle a value out of its quoting, each found in review.  Every one
 # must be a validation error, so the value can never run as code.
 BYPASSES = [
-    pytest.param(
-        "echo {{ \"}}'\" }} '{{ repo.repository }}'", "single quotes", id="string-literal"
-    ),
+    pytest.param("echo {{ \"}}'\" }} '{{ repo.repository }}'", "[quoted]", id="string-literal"),
     pytest.param(
         "echo {% raw %}{#{% endraw %}'{{ repo.repository }}'{% raw %}#}{% endraw %}",
-        "single quotes",
+        "[quoted]",
         id="raw-comment",
     ),
     pytest.param(
@@ -179,64 +184,58 @@ BYPASSES = [
         "{% set %}...{% endset %} is not allowed",
         id="block-set",
     ),
-    pytest.param("cat <<1\n{{ repo.repository }}\n1", "inside a heredoc", id="numeric-heredoc"),
-    pytest.param(
-        "cat <<EOF-1\nEOF\n{{ repo.repository }}\nEOF-1", "inside a heredoc", id="heredoc-prefix"
-    ),
-    pytest.param(
-        "cat <<$END\n{{ repo.repository }}\n", "inside a heredoc", id="heredoc-unreadable"
-    ),
-    pytest.param("echo $(( {{ repo.repository }} ))", "inside arithmetic", id="arithmetic"),
-    pytest.param("(( {{ repo.repository }} > 0 ))", "inside arithmetic", id="arith-command"),
-    pytest.param("[[ {{ repo.repository }} -eq 1 ]]", "inside [[ ]]", id="double-bracket"),
-    pytest.param("echo ${a[{{ repo.repository }}]}", "inside ${ }", id="subscript"),
-    pytest.param("eval {{ repo.repository }}", "inside eval", id="eval"),
-    pytest.param("let n={{ repo.repository }}", "inside a declaration", id="let"),
-    pytest.param("declare -i n={{ repo.repository }}", "inside a declaration", id="declare"),
-    pytest.param("local -i n={{ repo.repository }}", "inside a declaration", id="local-i"),
-    pytest.param("declare -i n\nn={{ repo.repository }}", "inside an assignment", id="int-var"),
+    pytest.param("cat <<1\n{{ repo.repository }}\n1", "[quoted]", id="numeric-heredoc"),
+    pytest.param("cat <<EOF-1\nEOF\n{{ repo.repository }}\nEOF-1", "[quoted]", id="heredoc-prefix"),
+    pytest.param("cat <<$END\n{{ repo.repository }}\n", "[syntax]", id="heredoc-unreadable"),
+    pytest.param("echo $(( {{ repo.repository }} ))", "[arithmetic]", id="arithmetic"),
+    pytest.param("(( {{ repo.repository }} > 0 ))", "[arithmetic]", id="arith-command"),
+    pytest.param("[[ {{ repo.repository }} -eq 1 ]]", "[double-bracket]", id="double-bracket"),
+    pytest.param("echo ${a[{{ repo.repository }}]}", "[arithmetic]", id="subscript"),
+    pytest.param("eval {{ repo.repository }}", "[evaluating-builtin]", id="eval"),
+    pytest.param("let n={{ repo.repository }}", "[evaluating-builtin]", id="let"),
+    pytest.param("declare -i n={{ repo.repository }}", "[declaration]", id="declare"),
+    pytest.param("local -i n={{ repo.repository }}", "[declaration]", id="local-i"),
+    pytest.param("declare -i n\nn={{ repo.repository }}", "[tainted-variable]", id="int-var"),
     # Found in the second review:
     pytest.param(
         "echo {% if repo.repository %}'{% else %}'{% endif %}{{ repo.repository }}'",
-        "inside single quotes",
+        "[quoted]",
         id="if-branches-each-open-a-quote",
     ),
     pytest.param(
         "echo {% for i in repo.repository %}'{% endfor %}'{{ repo.repository }}'",
-        "inside single quotes",
+        "[quoted]",
         id="loop-count-decides-quoting",
     ),
     pytest.param(
         "{% if repo.repository %}eval{% else %}echo{% endif %} {{ repo.repository }}",
-        "inside eval",
+        "[evaluating-builtin]",
         id="branch-picks-the-command",
     ),
     pytest.param(
         'x="$(case a in a) echo "{{ repo.repository }}" ;; esac)"',
-        "inside a case statement",
+        "[quoted]",
         id="case-pattern-paren",
     ),
-    pytest.param(
-        'echo ${x:-"}"} " {{ repo.repository }} "', "inside ${ }", id="quote-in-expansion"
-    ),
-    pytest.param("echo $[ {{ repo.repository }} ]", "inside arithmetic", id="old-arithmetic"),
-    pytest.param("arr[{{ repo.repository }}]=1", "inside an array subscript", id="subscript"),
-    pytest.param("command eval {{ repo.repository }}", "inside eval", id="command-eval"),
-    pytest.param("ev''al {{ repo.repository }}", "inside eval", id="quoted-eval"),
-    pytest.param("\\eval {{ repo.repository }}", "inside a command name", id="escaped-eval"),
-    pytest.param("time -p eval {{ repo.repository }}", "inside eval", id="time-eval"),
-    pytest.param("trap {{ repo.repository }} EXIT", "inside eval", id="trap"),
-    pytest.param("source <(echo {{ repo.repository }})", "inside eval", id="source"),
-    pytest.param("printf -v {{ repo.repository }} x", "inside a variable name", id="printf-v"),
-    pytest.param("read {{ repo.repository }}", "inside a variable name", id="read"),
-    pytest.param("[ -v {{ repo.repository }} ]", "inside a variable name", id="test-v"),
+    pytest.param('echo ${x:-"}"} " {{ repo.repository }} "', "[quoted]", id="quote-in-expansion"),
+    pytest.param("echo $[ {{ repo.repository }} ]", "[arithmetic]", id="old-arithmetic"),
+    pytest.param("arr[{{ repo.repository }}]=1", "[arithmetic]", id="subscript"),
+    pytest.param("command eval {{ repo.repository }}", "[evaluating-builtin]", id="command-eval"),
+    pytest.param("ev''al {{ repo.repository }}", "[unknown-command]", id="quoted-eval"),
+    pytest.param("\\eval {{ repo.repository }}", "[unknown-command]", id="escaped-eval"),
+    pytest.param("time -p eval {{ repo.repository }}", "[evaluating-builtin]", id="time-eval"),
+    pytest.param("trap {{ repo.repository }} EXIT", "[evaluating-builtin]", id="trap"),
+    pytest.param("source <(echo {{ repo.repository }})", "[evaluating-builtin]", id="source"),
+    pytest.param("printf -v {{ repo.repository }} x", "[evaluating-builtin]", id="printf-v"),
+    pytest.param("read {{ repo.repository }}", "[evaluating-builtin]", id="read"),
+    pytest.param("[ -v {{ repo.repository }} ]", "[test-operator]", id="test-v"),
     pytest.param(
         "cat <<E\\ OF\n'\nE OF\necho '{{ repo.repository }}'",
-        "inside a heredoc",
+        "[quoted]",
         id="heredoc-escaped-space",
     ),
-    pytest.param("{{ repo.repository }} --version", "inside a command name", id="command-itself"),
-    pytest.param("/usr/bin/{{ repo.repository }} x", "inside a command name", id="command-path"),
+    pytest.param("{{ repo.repository }} --version", "[command-name]", id="command-itself"),
+    pytest.param("/usr/bin/{{ repo.repository }} x", "[command-name]", id="command-path"),
 ]
 
 
@@ -273,10 +272,10 @@ def test_quoting_bypasses_are_validation_errors(tmp_path, command, message) -> N
     [
         "[ {{ repo.repository }} = x ] && echo same",
         "cat <<< {{ repo.repository }}",
-        "export NAME={{ repo.repository }}",
+        'NAME={{ repo.repository }} && echo "$NAME"',
         'echo "$(basename {{ repo.repository }})"',
         "if true; then echo {{ repo.repository }}; fi",
-        "{% for part in repo.repository.split('/') %}echo {{ part }}\n{% endfor %}",
+        "{% for part in repo.repository|list %}echo {{ part }}\n{% endfor %}",
         "cat <<EOF > notes.md\nliteral text\nEOF\necho {{ repo.repository }}",
     ],
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from .._inputs import SessionInput
 from .._network import Network
 from .errors import ConfigError, ConfigProblem, JsonPath
 from .host_paths import check_relative
+from .shell_check import is_shell_control_name
 from .steps import (
     InputBinding,
     Paths,
@@ -207,9 +208,13 @@ class _Compiler:
 
     # --- templates ----------------------------------------------------------
 
-    def template(self, path: JsonPath, source: str, *, shell: bool) -> Template | None:
+    def template(
+        self, path: JsonPath, source: str, *, shell: bool, tainted: Collection[str] = ()
+    ) -> Template | None:
         names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
-        template, problems = compile_template(source, shell=shell, fields_by_name=names)
+        template, problems = compile_template(
+            source, shell=shell, fields_by_name=names, tainted_env=tainted
+        )
         for problem in problems:
             self.problem_in_text(path, problem.offset, problem.message)
         return template
@@ -244,11 +249,21 @@ class _Compiler:
         templates: list[Template | None] = []
         step: Step | None = None
         if "run" in spec:
-            command = self.template((*path, "run"), spec["run"], shell=True)
             env = {
                 name: self.template((*path, "env", name), value, shell=False)
                 for name, value in (spec.get("env") or {}).items()
             }
+            # A templated env value taints its variable in the command, and
+            # may not go into a variable that changes how the shell runs.
+            tainted = {name for name, t in env.items() if t is not None and not t.is_static}
+            for name in sorted(tainted):
+                if is_shell_control_name(name):
+                    self.problem(
+                        (*path, "env", name),
+                        f"a templated value may not go into {name}: it changes how the shell "
+                        "runs; use another variable name",
+                    )
+            command = self.template((*path, "run"), spec["run"], shell=True, tainted=tainted)
             cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})

@@ -25,7 +25,7 @@ from .._events import emit
 from .._hooks import SandboxCallbackContext, SandboxHook
 from .._inputs import MASK, SessionInput, scrub, secret_strings
 from .host_paths import resolve_inside
-from .templates import Fields, Template
+from .templates import Fields, Template, UnsafeTemplateError
 
 
 class StepFailedError(AgentsError):
@@ -99,11 +99,12 @@ def template_context(
 
 
 def _masked(value: Any) -> Any:
+    """Every scalar as ``***``: a secret port or PIN is as secret as a password."""
     if isinstance(value, dict):
         return {k: _masked(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_masked(v) for v in value]
-    return MASK if isinstance(value, str) else value
+    return MASK
 
 
 def _shorten(text: str, limit: int = 1500) -> str:
@@ -376,6 +377,16 @@ class StepsHook(SandboxHook):
             started = time.perf_counter()
             try:
                 details = await step.run(ctx, context, self.paths, secret_values)
+            except UnsafeTemplateError as exc:
+                # A refusal of the run-time check: nothing ran; a config error (exit 2).
+                emit(
+                    "step_failed",
+                    **common,
+                    duration_seconds=time.perf_counter() - started,
+                    error_type=type(exc).__name__,
+                    error=str(exc),
+                )
+                raise UnsafeTemplateError(f"step {index + 1} ({title}): {exc}") from None
             except Exception as exc:
                 message = _shorten(scrub(str(exc), secrets))
                 emit(

@@ -16,11 +16,12 @@ before any session starts.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Collection, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes, pass_context
 from jinja2.sandbox import SandboxedEnvironment
 
 from .._errors import AgentsError
@@ -77,8 +78,12 @@ def _scalar_text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float | str):
+    if isinstance(value, int | float):
         text = str(value)
+    elif isinstance(value, str):
+        # str.__str__ turns a Markup (|safe, |tojson) into a plain str: Markup's
+        # own methods would HTML-escape the quoting added below.
+        text = str.__str__(value)
     else:
         raise TemplateValueError(
             f"a {type(value).__name__} value cannot be inserted as one shell word; "
@@ -89,8 +94,60 @@ def _scalar_text(value: Any) -> str:
     return text
 
 
-def _shell_word(value: Any) -> str:
-    return shlex.quote(_scalar_text(value))
+def shell_word(value: Any) -> str:
+    """``value`` as one single-quoted shell word, always quoted.
+
+    Unlike ``shlex.quote``, a plain value is quoted too, so every value is
+    the same kind of token the checker saw as its sentinel (``'…'``): bash
+    reads it as literal text wherever the checker allowed it.
+    """
+    return "'" + _scalar_text(value).replace("'", "'\"'\"'") + "'"
+
+
+class _RenderedValues:
+    """The values one render of a ``run`` template printed, behind sentinels.
+
+    Each ``{{ }}`` prints a sentinel ``'RV<nonce>x<i>'`` (a single-quoted word
+    no template or value can contain: the nonce is random per render); the
+    checker judges the text with sentinels, then ``substitute`` puts the
+    quoted values in, in one pass.
+    """
+
+    __slots__ = ("nonce", "quoted")
+
+    def __init__(self) -> None:
+        self.nonce = os.urandom(8).hex()
+        self.quoted: list[str] = []
+
+    def add(self, value: Any) -> str:
+        self.quoted.append(shell_word(value))
+        return self.sentinel(len(self.quoted) - 1)
+
+    def sentinel(self, index: int) -> str:
+        return f"'RV{self.nonce}x{index}'"
+
+    @property
+    def sentinels(self) -> list[str]:
+        return [self.sentinel(i) for i in range(len(self.quoted))]
+
+    def substitute(self, text: str) -> str:
+        import re
+
+        pattern = re.compile(rf"'RV{self.nonce}x([0-9]+)'")
+        return pattern.sub(lambda m: self.quoted[int(m.group(1))], text)
+
+
+_RENDERING: ContextVar[_RenderedValues | None] = ContextVar("runner_rendering", default=None)
+
+
+@pass_context
+def _sentinel_word(context: Any, value: Any) -> str:
+    # pass_context keeps Jinja from finalizing constants at compile time,
+    # so every value, constant or not, passes here at render time.
+    values = _RENDERING.get()
+    if values is None:  # rendered outside Template.render: never print a raw value
+        raise TemplateSecurityError("run templates render only through Template.render")
+    return values.add(value)
 
 
 def _text(value: Any) -> str:
@@ -154,8 +211,16 @@ def _unsafe_access(tree: nodes.Template) -> list[tuple[int, str]]:
     return found
 
 
-_SHELL = _environment(_shell_word)
+_SHELL = _environment(_sentinel_word)
 _TEXT = _environment(_text)
+
+
+class UnsafeTemplateError(TemplateSecurityError):
+    """A rendered ``run`` command puts a value where bash would not read it as data.
+
+    Raised before the command runs; the message names each position and its
+    fix, never a value.
+    """
 
 
 class TemplateProblem(NamedTuple):
@@ -171,15 +236,25 @@ class Template:
     ``tree`` is the parsed template; it is compiled to Python on first
     render, once, so that validating a large file pays only for parsing.
     A template without Jinja markup has no tree and renders as itself.
+    ``tainted`` (run commands only) names environment variables that hold a
+    value, whose uses the run-time check follows too.
     """
 
-    __slots__ = ("_compiled", "names", "shell", "source", "tree")
+    __slots__ = ("_compiled", "names", "shell", "source", "tainted", "tree")
 
-    def __init__(self, source: str, shell: bool, names: frozenset[str], tree: Any = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        shell: bool,
+        names: frozenset[str],
+        tree: Any = None,
+        tainted: frozenset[str] = frozenset(),
+    ) -> None:
         self.source = source
         self.shell = shell
         self.names = names
         self.tree = tree
+        self.tainted = tainted
         self._compiled: Any = None
 
     @property
@@ -187,12 +262,47 @@ class Template:
         return self.tree is None
 
     def render(self, context: Mapping[str, Any]) -> str:
+        """The text to run.  For a ``run`` command this is the guarantee:
+        the exact text is checked with sentinels before any value goes in."""
         if self.tree is None:
+            if self.shell and self.tainted:
+                _refuse_unsafe(self.source, [], self.tainted)
             return self.source
         if self._compiled is None:
             environment = _SHELL if self.shell else _TEXT
             self._compiled = environment.from_string(self.tree)
-        return self._compiled.render(**context)
+        if not self.shell:
+            return self._compiled.render(**context)
+        values = _RenderedValues()
+        token = _RENDERING.set(values)
+        try:
+            text = self._compiled.render(**context)
+        finally:
+            _RENDERING.reset(token)
+        missing = [s for s in values.sentinels if s not in text]
+        if missing:
+            # A value was printed, then rewritten (an escaping or filtering tag):
+            # the command would not hold the value the check saw.
+            raise UnsafeTemplateError(
+                "run command refused before it ran: a value was changed after it was quoted "
+                "(a Jinja tag that filters or escapes output); use plain {{ }}"
+            )
+        _refuse_unsafe(text, values.sentinels, self.tainted)
+        return values.substitute(text)
+
+
+def _refuse_unsafe(text: str, sentinels: list[str], tainted: Collection[str]) -> None:
+    from .shell_check import check_script
+
+    findings = check_script(text, sentinels, tainted)
+    if findings:
+        where = "; ".join(
+            f"line {f.line}, column {f.column}"
+            + (f" (value {f.index + 1})" if f.index is not None else "")
+            + f": {f.message}"
+            for f in findings
+        )
+        raise UnsafeTemplateError(f"run command refused before it ran: {where}")
 
 
 def _offset_of_line(source: str, lineno: int) -> int:
@@ -215,10 +325,91 @@ def _name_offset(source: str, name: str) -> int:
     return 0
 
 
-#: Block tags that rewrite what their body prints, after values were quoted
-#: (a filter could strip the quotes again), or hide output in ways the shell
-#: check cannot follow.  Not allowed in ``run`` commands.
-_FORBIDDEN_IN_SHELL = {
+#: The Jinja of a ``run`` command is an allow-list too: these nodes, filters
+#: and tests only.  Everything else (autoescape, filter blocks, macros, call,
+#: block set, include, calls of methods...) could rewrite a value after it was
+#: quoted or print text the check never saw.
+_ALLOWED_NODES = (
+    nodes.Template,
+    nodes.Output,
+    nodes.TemplateData,
+    nodes.If,
+    nodes.For,
+    nodes.Assign,
+    nodes.Name,
+    nodes.Const,
+    nodes.Getattr,
+    nodes.Getitem,
+    nodes.Slice,
+    nodes.Filter,
+    nodes.Test,
+    nodes.Compare,
+    nodes.Operand,
+    nodes.And,
+    nodes.Or,
+    nodes.Not,
+    nodes.Neg,
+    nodes.Pos,
+    nodes.CondExpr,
+    nodes.Concat,
+    nodes.List,
+    nodes.Tuple,
+    nodes.Keyword,
+    nodes.Add,
+    nodes.Sub,
+    nodes.Mul,
+    nodes.Div,
+    nodes.FloorDiv,
+    nodes.Mod,
+)
+ALLOWED_FILTERS = frozenset(
+    [
+        "join",
+        "default",
+        "d",
+        "length",
+        "count",
+        "lower",
+        "upper",
+        "trim",
+        "first",
+        "last",
+        "string",
+        "int",
+        "float",
+        "replace",
+        "sort",
+        "unique",
+        "list",
+    ]
+)
+ALLOWED_TESTS = frozenset(
+    [
+        "defined",
+        "undefined",
+        "none",
+        "true",
+        "false",
+        "boolean",
+        "string",
+        "number",
+        "integer",
+        "float",
+        "sequence",
+        "mapping",
+        "in",
+        "eq",
+        "ne",
+        "equalto",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+        "even",
+        "odd",
+    ]
+)
+_TAGS = {
     nodes.FilterBlock: "{% filter %}",
     nodes.Macro: "{% macro %}",
     nodes.CallBlock: "{% call %}",
@@ -227,24 +418,71 @@ _FORBIDDEN_IN_SHELL = {
     nodes.Import: "{% import %}",
     nodes.FromImport: "{% from ... import %}",
     nodes.Extends: "{% extends %}",
+    nodes.Block: "{% block %}",
+    nodes.ScopedEvalContextModifier: "{% autoescape %}",
+    nodes.EvalContextModifier: "{% autoescape %}",
+    nodes.With: "{% with %}",
+    nodes.Call: "a call",
+    nodes.Scope: "{% autoescape %} or {% with %}",
 }
+
+
+def _jinja_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
+    problems = []
+    refused_lines: set[int] = set()
+    for node in tree.find_all(nodes.Node):
+        where = _offset_of_line(source, getattr(node, "lineno", None) or 1)
+        if not isinstance(node, _ALLOWED_NODES):
+            if where in refused_lines:  # one refused tag per line is enough
+                continue
+            refused_lines.add(where)
+            what = next((tag for kind, tag in _TAGS.items() if isinstance(node, kind)), None)
+            what = what or type(node).__name__
+            problems.append(
+                TemplateProblem(
+                    where,
+                    f"{what} is not allowed in a run command (allowed: if, for, "
+                    "set NAME = expression, and the filters "
+                    f"{', '.join(sorted(ALLOWED_FILTERS))}): "
+                    "compute the value in a plain {{ }}",
+                )
+            )
+        elif isinstance(node, nodes.Filter) and node.name not in ALLOWED_FILTERS:
+            problems.append(
+                TemplateProblem(
+                    where,
+                    f"the filter |{node.name} is not allowed in a run command "
+                    f"(allowed: {', '.join(sorted(ALLOWED_FILTERS))})",
+                )
+            )
+        elif isinstance(node, nodes.Test) and node.name not in ALLOWED_TESTS:
+            problems.append(
+                TemplateProblem(where, f"the test 'is {node.name}' is not allowed in a run command")
+            )
+        elif isinstance(node, nodes.TemplateData) and ("{{" in node.data or "{%" in node.data):
+            problems.append(
+                TemplateProblem(
+                    where,
+                    "{% raw %} around {{ }} or {% %} is not allowed in a run command: "
+                    "the shell would get the braces, not a value",
+                )
+            )
+    return problems
 
 
 #: More branch combinations than this and a run template is refused.
 MAX_SKELETONS = 256
 
 
-def shell_skeletons(tree: nodes.Template) -> tuple[list[str], list[nodes.Node]]:
-    """Every text a template can print, with a marker where each ``{{ }}`` prints.
+def shell_skeletons(tree: nodes.Template, sentinel: Any) -> tuple[list[str], list[nodes.Node]]:
+    """Every text a template can print, with ``sentinel(i)`` where ``{{ }}`` number i prints.
 
     Built from the parse tree, so Jinja syntax (string literals, raw blocks,
     comments) cannot disguise what the shell will read.  Each branch of an
-    ``if`` is a separate variant, and a loop body appears 0, 1 and 2 times,
-    so text that only joins up in one combination is still seen.  Output
-    number *i* is marked by ``shell_context.mark(i)``.
+    ``if`` is a separate variant, and a loop body appears 0, 1 and 2 times.
+    This is the early, static check of ``runner validate``; the guarantee is
+    the check of the exact text in ``Template.render``.
     """
-    from .shell_context import mark
-
     outputs: list[nodes.Node] = []
 
     def combine(first: list[str], second: list[str]) -> list[str]:
@@ -266,7 +504,7 @@ def shell_skeletons(tree: nodes.Template) -> tuple[list[str], list[nodes.Node]]:
                 if isinstance(child, nodes.TemplateData):
                     parts.append(child.data)
                 else:
-                    parts.append(mark(len(outputs)))
+                    parts.append(sentinel(len(outputs)))
                     outputs.append(child)
             return ["".join(parts)]
         if isinstance(node, nodes.If):
@@ -298,30 +536,26 @@ def _placeholder_offsets(source: str) -> list[int]:
     return [m.start() for m in re.finditer(r"\{\{", source)]
 
 
-def _shell_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
-    from .shell_context import unsafe_placeholders
+def _shell_problems(
+    source: str, tree: nodes.Template | None, tainted: frozenset[str]
+) -> list[TemplateProblem]:
+    """The early check of ``runner validate``: every if/for combination, parsed."""
+    from .shell_check import check_script
 
-    problems = []
-    for node_type, tag in _FORBIDDEN_IN_SHELL.items():
-        for node in tree.find_all(node_type):
-            problems.append(
-                TemplateProblem(
-                    _offset_of_line(source, node.lineno),
-                    f"{tag} is not allowed in a run command: it can change values after "
-                    "they were quoted; compute the value in a plain {{ }} instead",
-                )
-            )
+    if tree is None:
+        findings = check_script(source, [], tainted)
+        return [
+            TemplateProblem(_offset_of_line(source, f.line) + f.column - 1, f.message)
+            for f in findings
+        ]
+    problems = _jinja_problems(source, tree)
     if "\0" in source:
         problems.append(TemplateProblem(source.index("\0"), "a command may not contain NUL"))
-    private = next((i for i, c in enumerate(source) if 0xE000 <= ord(c) <= 0xF8FF), None)
-    if private is not None:
-        problems.append(
-            TemplateProblem(private, "a command may not contain private-use characters")
-        )
     if problems:
         return problems
+    nonce = os.urandom(8).hex()
     try:
-        skeletons, outputs = shell_skeletons(tree)
+        skeletons, outputs = shell_skeletons(tree, lambda i: f"'RV{nonce}x{i}'")
     except _TooManyBranches:
         return [
             TemplateProblem(
@@ -330,20 +564,29 @@ def _shell_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
                 "split the command into several steps",
             )
         ]
-    if len(outputs) > 0xF8FF - 0xE000:
-        return [TemplateProblem(0, "too many {{ }} in one command")]
+    sentinels = [f"'RV{nonce}x{i}'" for i in range(len(outputs))]
     offsets = _placeholder_offsets(source)
-    reported: set[int] = set()
-    for skeleton in skeletons:
-        for unsafe in unsafe_placeholders(skeleton):
-            if unsafe.index in reported:
+    results = [check_script(skeleton, sentinels, tainted) for skeleton in skeletons]
+    parsed = [r for r in results if not any(f.rule == "syntax" for f in r)]
+    if not parsed and results:
+        # No combination parses: report the syntax error (one combination
+        # that does not parse, among others that do, may be impossible).
+        parsed = results[:1]
+    problems = []
+    reported: set[tuple[int | None, str]] = set()
+    for findings in parsed:
+        for finding in findings:
+            key = (finding.index, finding.rule)
+            if key in reported:
                 continue
-            reported.add(unsafe.index)
-            if len(offsets) == len(outputs):
-                offset = offsets[unsafe.index]
-            else:  # {{ inside raw blocks shifts the count: fall back to the line
-                offset = _offset_of_line(source, outputs[unsafe.index].lineno)
-            problems.append(TemplateProblem(offset, unsafe.message))
+            reported.add(key)
+            if finding.index is None:
+                offset = 0
+            elif len(offsets) == len(outputs):
+                offset = offsets[finding.index]
+            else:
+                offset = _offset_of_line(source, outputs[finding.index].lineno)
+            problems.append(TemplateProblem(offset, finding.message))
     return sorted(problems, key=lambda p: p.offset)
 
 
@@ -352,16 +595,22 @@ def compile_template(
     *,
     shell: bool,
     fields_by_name: Mapping[str, frozenset[str] | None],
+    tainted_env: Collection[str] = (),
 ) -> tuple[Template | None, list[TemplateProblem]]:
     """Compile ``source`` and check the names it uses.
 
     ``fields_by_name`` maps each usable name to the fields its schema declares
-    (None: any field).  Returns the template (None on a syntax error) and the
-    problems found.
+    (None: any field).  ``tainted_env`` (run commands): environment variables
+    of the step whose values are templated.  Returns the template (None when
+    there are problems) and the problems found.
     """
+    tainted = frozenset(tainted_env) if shell else frozenset()
     if not any(marker in source for marker in ("{{", "{%", "{#")):
-        # Plain text: nothing to check or compile (most step fields are like this).
-        return Template(source, shell, frozenset()), []
+        # Plain text: nothing to compile (most step fields are like this).
+        problems = _shell_problems(source, None, tainted) if tainted else []
+        if problems:
+            return None, problems
+        return Template(source, shell, frozenset(), tainted=tainted), []
     environment = _SHELL if shell else _TEXT
     try:
         tree = environment.parse(source)
@@ -408,7 +657,7 @@ def compile_template(
                     )
                 )
     if shell:
-        problems.extend(_shell_problems(source, tree))
+        problems.extend(_shell_problems(source, tree, tainted))
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
-    return Template(source, shell, names, tree), []
+    return Template(source, shell, names, tree, tainted), []
