@@ -7,7 +7,8 @@ runner and baseline runs interleaved so drift hits both alike:
 
 - ``runner --help`` against ``python -c "import click"``;
 - ``runner validate examples/quickstart.yaml`` against
-  ``python -c "import click, yaml, jsonschema, jinja2"``;
+  ``python -c "import click, yaml, jsonschema, jinja2, tree_sitter, tree_sitter_bash"``
+  (the libraries validate needs: the run-command check parses with tree-sitter-bash);
 - ``runner validate`` of a generated file with 500 steps hooks, as an
   absolute time (no baseline).
 
@@ -180,7 +181,7 @@ def main(rounds: int) -> None:
     print(row("runner --help", ours, base, 1.3, misses))
     ours, base = interleaved(
         [*RUNNER, "validate", QUICKSTART],
-        [PYTHON, "-c", "import click, yaml, jsonschema, jinja2"],
+        [PYTHON, "-c", "import click, yaml, jsonschema, jinja2, tree_sitter, tree_sitter_bash"],
         rounds,
     )
     print(row(f"runner validate {Path(QUICKSTART).name}", ours, base, 1.5, misses))
