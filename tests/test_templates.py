@@ -231,7 +231,7 @@ BYPASSES = [
     pytest.param("[ -v {{ repo.repository }} ]", "[test-operator]", id="test-v"),
     pytest.param(
         "cat <<E\\ OF\n'\nE OF\necho '{{ repo.repository }}'",
-        "[quoted]",
+        "[heredoc]",
         id="heredoc-escaped-space",
     ),
     pytest.param("{{ repo.repository }} --version", "[command-name]", id="command-itself"),

@@ -383,6 +383,8 @@ _TEST_OPERATORS = frozenset(
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
 _LITERAL = re.compile(r"[A-Za-z0-9_./+:@%,-]+|\[")
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_./+:@%,-]*")
+_PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
+_QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 _DURATION = re.compile(r"[0-9]+(\.[0-9]+)?[smhd]?")
 _PLAIN_CONTAINERS = frozenset(
     {
@@ -534,6 +536,10 @@ class _Check:
         if self.error is not None and (self.sentinels or self.tainted):
             self.refuse("syntax", self.error)
             return self.findings
+        unclear = self.unclear_heredoc() if (self.sentinels or self.tainted) else None
+        if unclear is not None:
+            self.refuse("heredoc", unclear, "its end is not a line bash would surely end it on")
+            return self.findings
         if self.sentinels and any(
             self.literal(c.child_by_field_name("name")) == "alias"
             for c in self.commands
@@ -559,6 +565,44 @@ class _Check:
             self.index = self.tainted[name]
             self.judge_mentions(name)
         return self.findings
+
+    def unclear_heredoc(self) -> Any:
+        """A heredoc whose end bash might place elsewhere than the parser did.
+
+        tree-sitter and bash disagree on some heredocs (a delimiter line with
+        trailing spaces, a line joined by a trailing backslash); a value the
+        parser saw after the heredoc could be inside its body for bash, where
+        quotes do not protect it.  So every heredoc must end provably: a
+        plain delimiter, its end line exactly the delimiter, no earlier body
+        line equal to it, and (unquoted) no body line ending in a backslash.
+        """
+        lines = self.source.split(b"\n")
+        for node in _walk(self.root):
+            if node.type != "heredoc_redirect":
+                continue
+            kinds = {c.type: c for c in node.children}
+            start, end = kinds.get("heredoc_start"), kinds.get("heredoc_end")
+            if start is None or end is None:
+                return node
+            word = self.text_bytes(start)
+            quoted = _QUOTED_DELIMITER.fullmatch(word)
+            delimiter = quoted.group(2) if quoted else word
+            if not _PLAIN_DELIMITER.fullmatch(delimiter):
+                return node
+            strip_tabs = "<<-" in kinds
+            body = kinds.get("heredoc_body")
+            first = body.start_point[0] if body is not None else end.start_point[0]
+            last = end.start_point[0]
+            if first > last:
+                return node
+
+            keys = [line.lstrip(b"\t") if strip_tabs else line for line in lines[first : last + 1]]
+            if keys[-1] != delimiter:
+                return node
+            for line, line_key in zip(lines[first:last], keys, strict=False):
+                if line_key == delimiter or (not quoted and line.endswith(b"\\")):
+                    return node
+        return None
 
     def judge(self, node: Any) -> None:
         try:
