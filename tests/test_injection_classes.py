@@ -54,6 +54,8 @@ CLASSES = [
     pytest.param('eval "$(echo {{ x.v }})"', (), id="eval-of-substitution"),
     pytest.param("$(echo {{ x.v }})", (), id="substitution-as-command"),
     pytest.param("nice -n 5 eval {{ x.v }}", (), id="wrapper-with-options"),
+    pytest.param("chroot / {{ x.v }}", (), id="wrapper-runs-the-value"),
+    pytest.param("flock /tmp/lock {{ x.v }}", (), id="flock-runs-the-value"),
     pytest.param("bash -c {{ x.v }}", (), id="shell-c"),
     pytest.param("echo `cat {{ x.v }}`", (), id="backticks"),
     pytest.param("echo {{ x.v }} >&{{ x.w }}", (), id="fd-duplication"),
@@ -93,6 +95,29 @@ def test_jinja_outside_the_allow_list_is_refused_and_harmless(tmp_path, source) 
         return
     subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, timeout=10)
     assert not list(tmp_path.glob("CANARY*")), script
+
+
+def test_a_value_rewritten_after_quoting_is_refused_at_run_time() -> None:
+    """autoescape turns the quotes of a quoted value into &#39;: the command
+    would not hold what the check saw, so rendering refuses."""
+    source = "{% autoescape true %}echo {{ x.v }}{% endautoescape %}"
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source))
+    with pytest.raises(UnsafeTemplateError, match="changed after it was quoted"):
+        template.render(_values())
+
+
+def test_a_markup_value_is_quoted_as_plain_text() -> None:
+    """|safe makes a Markup, whose methods HTML-escape: the quoting must not."""
+    source = "echo {{ x.v|safe }}"
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source))
+    assert template.render(_values()) == "echo " + _quoted(HOSTILE)
+
+
+def test_a_static_command_with_a_tainted_env_value_is_checked_at_run_time() -> None:
+    """No Jinja in the command, but the step's env holds a value."""
+    template = Template("echo $(( V + 0 ))", True, frozenset(), None, frozenset({"V"}))
+    with pytest.raises(UnsafeTemplateError, match=r"\[tainted-variable\]"):
+        template.render({})
 
 
 def _values(items: int = 3) -> dict:

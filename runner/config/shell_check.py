@@ -729,7 +729,7 @@ class _Check:
                 raise _Refused("test-operator", word, "two values")
 
     def single_bracket_test(self, word: Any) -> None:
-        """``[ {{ x }} = y ]``: one value, a plain operator, never ``-v``/``-R``."""
+        """``[ {{ x }} = y ]``: one value; operators from ``_TEST_OPERATORS`` only (no ``-v``)."""
         expression = word.parent
         test = expression if expression.type == "test_command" else expression.parent
         if test is None or test.type != "test_command":
@@ -738,9 +738,6 @@ class _Check:
             raise _Refused("arithmetic", word)
         if test.children[0].type != "[":
             raise _Refused("double-bracket", word)
-        operators = [n for n in _walk(test) if _field(n) == "operator"]
-        if any(self.text(n) in ("-v", "-R") for n in operators):
-            raise _Refused("test-operator", word, "-v/-R")
         if (
             expression is not test
             and self.text(expression.child_by_field_name("operator")) not in _TEST_OPERATORS
