@@ -127,8 +127,9 @@ RULES: dict[str, tuple[str, str]] = {
         'use the variable only as "$NAME" (in double quotes) in an argument',
     ),
     "syntax": (
-        "in a command that does not parse",
-        "fix the shell syntax (the check reads the command with a bash grammar)",
+        "in a command that does not parse, or that bash and sh may read differently",
+        "fix the shell syntax (the check reads the command with a bash grammar); "
+        "write $'...' text with '...' or printf",
     ),
     "unclassified": (
         "in a position the checker does not classify as data",
@@ -383,6 +384,7 @@ _TEST_OPERATORS = frozenset(
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
 _LITERAL = re.compile(r"[A-Za-z0-9_./+:@%,-]+|\[")
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_./+:@%,-]*")
+_ESCAPED = re.compile(rb"\\.", re.S)
 _PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
 _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 _DURATION = re.compile(r"[0-9]+(\.[0-9]+)?[smhd]?")
@@ -500,9 +502,21 @@ class _Check:
         for n in nodes:
             if n.type == "raw_string":
                 self.raw_strings.setdefault(self.text_bytes(n), []).append(n)
-        self.error = next((n for n in nodes if n.type == "ERROR" or n.is_missing), None)
+        self.error = next((n for n in nodes if self.misparsed(n)), None)
 
     # -- helpers ---------------------------------------------------------------
+
+    def misparsed(self, node: Any) -> bool:
+        """A node bash would not read the way the parser did: an error, a
+        missing token, a word holding unescaped blanks (tree-sitter lexes
+        ``a<newline>\\eval`` as one word), or ``$'...'``, which sh (dash)
+        does not read as a quote at all."""
+        if node.type == "ERROR" or node.is_missing or node.type == "ansi_c_string":
+            return True
+        if node.type in ("word", "number"):
+            unescaped = _ESCAPED.sub(b"", self.text_bytes(node))
+            return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        return False
 
     def text_bytes(self, node: Any) -> bytes:
         return self.source[node.start_byte : node.end_byte]
