@@ -185,7 +185,9 @@ BYPASSES = [
         id="block-set",
     ),
     pytest.param("cat <<1\n{{ repo.repository }}\n1", "[quoted]", id="numeric-heredoc"),
-    pytest.param("cat <<EOF-1\nEOF\n{{ repo.repository }}\nEOF-1", "[heredoc]", id="heredoc-prefix"),
+    pytest.param(
+        "cat <<EOF-1\nEOF\n{{ repo.repository }}\nEOF-1", "[heredoc]", id="heredoc-prefix"
+    ),
     pytest.param("cat <<$END\n{{ repo.repository }}\n", "[syntax]", id="heredoc-unreadable"),
     pytest.param("echo $(( {{ repo.repository }} ))", "[arithmetic]", id="arithmetic"),
     pytest.param("(( {{ repo.repository }} > 0 ))", "[arithmetic]", id="arith-command"),
