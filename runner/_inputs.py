@@ -316,8 +316,34 @@ def _strings(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
             yield from _strings(item, f"{path}.{index}" if path else str(index))
 
 
+def _scalar_text(value: Any) -> str | None:
+    """A scalar as a template prints it (``true``, ``-5``, ``2.5``); None for the rest.
+
+    The rules that look at values as text (no_leading_dash, secret scrubbing)
+    must see numbers and booleans the way a command receives them.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    return None
+
+
+def _scalars(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
+    """(dotted path, text) for every string, number and boolean inside ``value``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _scalars(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _scalars(item, f"{path}.{index}" if path else str(index))
+    elif (text := _scalar_text(value)) is not None:
+        yield path, text
+
+
 def _reject_leading_dash(value: Any, *, input_id: str, consumer: str | None) -> None:
-    for path, text in _strings(value):
+    """Numbers count too: ``-5`` reaches a command as the word ``-5``."""
+    for path, text in _scalars(value):
         if text.startswith("-"):
             who = f"{consumer}: " if consumer else ""
             raise SessionInputError(
@@ -343,31 +369,82 @@ MASK = "***"
 
 
 def secret_strings(values: Iterable[SessionInput]) -> list[str]:
-    """Every string inside the secret inputs among ``values``, longest first,
-    in the forms it may show up in: raw, shell-quoted, URL-encoded, base64."""
-    import base64
-    import shlex
-    from urllib.parse import quote
-
+    """Every scalar inside the secret inputs among ``values``, longest first, in
+    each form it may be printed in (see :func:`secret_forms`).  Numbers and
+    booleans count, as their text (``true``, ``8080``); a text shorter than
+    3 characters is left out: scrubbing it would mangle all output."""
     found: set[str] = set()
     for value in values:
-        if not value.__secret__:
-            continue
-        for _, text in _strings(value.to_dict()):
-            if len(text) < 3:  # too short to scrub without mangling everything
-                continue
-            raw = text.encode("utf-8")
-            found.update(
-                {
-                    text,
-                    shlex.quote(text),
-                    quote(text, safe=""),
-                    base64.b64encode(raw).decode("ascii"),
-                    base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
-                    base64.b64encode(raw).decode("ascii").rstrip("="),
-                }
-            )
+        if value.__secret__:
+            for _, text in _scalars(value.to_dict()):
+                if len(text) >= 3:
+                    found.update(secret_forms(text))
     return sorted(found, key=len, reverse=True)
+
+
+#: What bash's ``printf %q`` puts a backslash before (its ``bstab`` table).
+_BASH_BACKSLASHED = frozenset(" \t\n!\"$&'()*,;<>?[\\]^`{|}")
+_ANSI_C_ESCAPES = {
+    **{c: "\\" + e for c, e in zip("\a\b\t\n\v\f\r\x1b", "abtnvfrE", strict=True)},
+    "\\": "\\\\",
+    "'": "\\'",
+}
+#: Unicode categories glibc's iswprint refuses in a UTF-8 locale.
+_UNPRINTABLE = ("Cc", "Cs", "Cn", "Zl", "Zp")
+
+
+def secret_forms(text: str) -> set[str]:
+    """``text`` as shells and common tools print it, each without its quotes.
+
+    A secret must not leak through the way a tool escapes it: bash's ``set -x``
+    (``'it'\\''s'`` or ``$'a\\tb'``), ``printf %q`` (``a\\ b``), ``declare -p``
+    (``"a\\$b"``), JSON, Python's ``repr``, ``shlex.quote``, URL encoding and
+    base64.  Each is computed character by character, so it also matches the
+    secret inside a longer quoted word.  ``$'...'`` comes in two spellings:
+    non-ASCII characters kept (a UTF-8 locale) or as octal bytes (the C locale).
+    """
+    import base64
+    from urllib.parse import quote
+
+    raw = text.encode("utf-8", errors="surrogatepass")
+    b64 = base64.b64encode(raw).decode("ascii")
+    # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
+    # backslash too, which leaves this form a substring of the printed word.
+    backslashed = "".join("\\" + c if c in _BASH_BACKSLASHED else c for c in text)
+    return {
+        text,
+        text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
+        text.replace("'", "'\\''"),  # bash's single quoting (set -x, ${x@Q})
+        "".join("\\" + c if c in '\\"$`' else c for c in text),  # declare -p
+        backslashed.replace(":~", ":\\~").replace("=~", "=\\~"),  # printf %q
+        _ansi_c(text, utf8=True),
+        _ansi_c(text, utf8=False),
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
+        repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
+        quote(text, safe=""),
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+    }
+
+
+def _ansi_c(text: str, *, utf8: bool) -> str:
+    """The inside of bash's ``$'...'`` quoting: named escapes, else octal bytes for
+    what the locale cannot print (in a UTF-8 locale, what glibc's iswprint refuses)."""
+    from unicodedata import category
+
+    out = []
+    for c in text:
+        printable = c.isprintable() if c.isascii() else utf8 and category(c) not in _UNPRINTABLE
+        if c in _ANSI_C_ESCAPES:
+            out.append(_ANSI_C_ESCAPES[c])
+        elif printable:
+            out.append(c)
+        else:
+            out.extend(f"\\{b:03o}" for b in c.encode("utf-8", errors="surrogatepass"))
+    return "".join(out)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:

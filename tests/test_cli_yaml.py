@@ -662,3 +662,45 @@ def test_a_second_signal_does_not_cut_on_destroy_short(tmp_path) -> None:
     assert "still cleaning up" in rest
     assert (tmp_path / "out" / "saved.txt").read_text() == "made\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])
+def test_validate_refuses_what_is_not_a_regular_file_at_once(tmp_path, kind) -> None:
+    """/dev/zero would be read until memory runs out; a FIFO with no writer would
+    block forever (the subprocess timeout turns a hang into a failure)."""
+    path = kind
+    if kind == "fifo":
+        path = str(tmp_path / "agent.yaml")
+        os.mkfifo(path)
+    started = time.monotonic()
+    result = runner("validate", path, timeout=20)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 2
+    assert f"{path}:1:1: not a regular file" in result.stderr
+
+
+def test_no_leading_dash_refuses_a_negative_number_from_the_command_line(tmp_path) -> None:
+    config = write(
+        tmp_path,
+        """\
+        version: 1
+        inputs:
+          ci.fetch:
+            as: fetch
+            no_leading_dash: true
+            schema: {type: object, properties: {depth: {type: integer}}, required: [depth]}
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: clone
+                on_create: [{run: "git fetch --depth {{ fetch.depth }} origin"}]
+        """,
+    )
+    for command in ("render", "run"):
+        result = runner(command, str(config), "--input", "ci.fetch.depth=-5", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "field 'depth' starts with '-'" in result.stderr
+    positive = runner("render", str(config), "--input", "ci.fetch.depth=5", cwd=tmp_path)
+    assert positive.returncode == 0, positive.stderr

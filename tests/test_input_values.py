@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +84,60 @@ def test_an_inputs_file_with_an_unknown_id_is_refused(tmp_path) -> None:
     path.write_text("ci.jbo: {name: x}\n")
     with pytest.raises(agents.SessionInputError, match="unknown input 'ci.jbo'"):
         collect_input_values(declared("ci.job"), files=[str(path)])
+
+
+QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(cwd)},
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("assignments", "message"),
+    [
+        (
+            ["acme.repo.repository=hunter2-secret"],
+            "no declared input matches 'acme.repo.repository'",
+        ),
+        (["hunter2-secret"], "--input number 1 has no '='"),
+        (
+            ['acme.repository="hunter2-secret"', "acme.repository.revision=hunter2-secret"],
+            "--input acme.repository.revision=...: 'acme.repository' is not an object",
+        ),
+        (
+            ["acme.repository.revision=x", "acme.repository.revision.deep=hunter2-secret"],
+            "'revision' is not an object, cannot set 'revision.deep'",
+        ),
+    ],
+)
+def test_a_bad_input_option_never_echoes_the_value(tmp_path, assignments, message) -> None:
+    args = [arg for assignment in assignments for arg in ("--input", assignment)]
+    result = run_cli("run", str(QUICKSTART), *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before any sandbox
+
+
+@pytest.mark.parametrize("option", ["--input acme.repository=@", "--inputs "])
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])
+def test_a_value_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, option, kind) -> None:
+    """Read until memory runs out (/dev/zero) or blocked forever (a FIFO with no
+    writer), before; the subprocess timeout turns a hang into a failure."""
+    path = kind
+    if kind == "fifo":
+        path = str(tmp_path / "value.yaml")
+        os.mkfifo(path)
+    result = run_cli(
+        "run", str(QUICKSTART), *(option + path).split(" ", 1), cwd=tmp_path, timeout=20
+    )
+    assert result.returncode == 2
+    assert f"{path}:1:1: not a regular file" in result.stderr

@@ -111,3 +111,22 @@ def test_no_leading_dash_refuses_option_like_values() -> None:
     assert Repo.from_value({"names": ["ok", "a-b"]}).names == ["ok", "a-b"]
     with pytest.raises(agents.SessionInputError, match=r"field 'names\.1' starts with '-'"):
         Repo.from_value({"names": ["ok", "--upload-pack=evil"]})
+
+
+def test_no_leading_dash_counts_numbers_as_the_text_a_command_receives() -> None:
+    Job = agents.SessionInput.from_json_schema(
+        "ci.job",
+        {
+            "type": "object",
+            "properties": {
+                "depth": {"type": "integer"},
+                "ratio": {"type": "number"},
+                "fast": {"type": "boolean"},
+            },
+        },
+        no_leading_dash=True,
+    )
+    assert Job.from_value({"depth": 5, "ratio": 0.5, "fast": False}).depth == 5
+    for field, value in (("depth", -5), ("ratio", -0.5), ("ratio", -1e-09)):
+        with pytest.raises(agents.SessionInputError, match=rf"field '{field}' starts with '-'"):
+            Job.from_value({field: value})

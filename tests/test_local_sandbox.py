@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,101 @@ async def test_finished_commands_leave_no_process_group_to_kill_later(local_back
         assert session.sandbox._process_groups == set()
         await session.sandbox.execute("sleep 300 >/dev/null 2>&1 &")
         assert len(session.sandbox._process_groups) == 1
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE), as an attacker would."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    if libc.renameat2(at_fdcwd, bytes(a), at_fdcwd, bytes(b), rename_exchange) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A host folder beside the sandboxes, holding a file no sandbox may read or change."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_bytes(b"OUTSIDE")
+    return folder
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "renameat2"), reason="needs Linux renameat2")
+async def test_swapping_a_path_for_a_symlink_mid_call_never_leaves_the_workspace(
+    local_backend, outside
+) -> None:
+    async with await agents.Agent(
+        model="m", environment=local_backend.environment()
+    ).start_session() as session:
+        box = session.sandbox
+        workspace = Path(box.workspace)
+        (workspace / "d").mkdir()
+        (workspace / "d" / "secret.txt").write_bytes(b"inside")
+        (workspace / "alt").symlink_to(outside)
+        (workspace / "f").write_bytes(b"inside")
+        (workspace / "g").symlink_to(outside / "secret.txt")
+        stop = threading.Event()
+
+        def swap() -> None:  # "d" and "f" are a real folder/file, then a symlink out, ...
+            while not stop.is_set():
+                _exchange(workspace / "d", workspace / "alt")
+                _exchange(workspace / "f", workspace / "g")
+
+        swapper = threading.Thread(target=swap)
+        swapper.start()
+        outcomes: list[object] = []
+        try:
+            for _ in range(400):
+                for call in (
+                    lambda: box.read_file("d/secret.txt"),
+                    lambda: box.read_file("f"),
+                    lambda: box.write_file("d/new.txt", "written"),
+                    lambda: box.write_file("f", "inside"),
+                ):
+                    try:
+                        outcomes.append(await call())
+                    except OSError as exc:  # refusing is fine; only escaping is not
+                        outcomes.append(type(exc))
+        finally:
+            stop.set()
+            swapper.join()
+    assert b"OUTSIDE" not in outcomes
+    assert {b"inside", PermissionError} <= set(outcomes)  # both states were hit
+    assert [p.name for p in outside.iterdir()] == ["secret.txt"]
+    assert (outside / "secret.txt").read_bytes() == b"OUTSIDE"
+
+
+async def test_a_symlink_anywhere_in_the_path_is_refused_even_for_writes(
+    local_backend, outside
+) -> None:
+    async with await agents.Agent(
+        model="m", environment=local_backend.environment()
+    ).start_session() as session:
+        box = session.sandbox
+        await box.execute(f"ln -s {outside} out && ln -s {outside}/secret.txt file && mkdir in")
+        await box.execute("ln -s ../in in/loop")  # points inside: refused all the same
+        for path in ("out/secret.txt", "file", "in/loop/x", "out/new/deeper.txt"):
+            with pytest.raises(PermissionError, match="is a symlink"):
+                await box.read_file(path)
+            with pytest.raises(PermissionError, match="is a symlink"):
+                await box.write_file(path, "written")
+    assert [p.name for p in outside.iterdir()] == ["secret.txt"]
+    assert (outside / "secret.txt").read_bytes() == b"OUTSIDE"
+
+
+async def test_a_fifo_or_a_missing_file_is_a_clear_error_not_a_hang(local_backend) -> None:
+    async with await agents.Agent(
+        model="m", environment=local_backend.environment()
+    ).start_session() as session:
+        await session.sandbox.execute("mkfifo pipe")
+        fifo = Path(session.sandbox.workspace) / "pipe"
+        # Were read_file stuck opening the FIFO, this writer would free it (and the test fail).
+        release = threading.Timer(5, lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+        release.start()
+        try:
+            with pytest.raises(OSError, match="not a regular file"):
+                await session.sandbox.read_file("pipe")
+        finally:
+            release.cancel()
+        with pytest.raises(FileNotFoundError):
+            await session.sandbox.read_file("no/such/file")

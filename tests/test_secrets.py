@@ -12,6 +12,10 @@ import textwrap
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from runner.config import validate_file
 
 SECRET = "s3cr3t-Value/with+chars=="
@@ -192,3 +196,148 @@ def test_a_secret_in_the_agents_answer_is_scrubbed(tmp_path) -> None:
         assert SECRET not in result.stdout + result.stderr
     assert outputs[0].stdout == "I found the token: ***\n"
     assert '"text": "again ***"' in outputs[1].stdout
+
+
+# Every way bash and Python print a value, run inside the sandbox on a secret.
+PRINT_EVERY_FORM = r"""exec 1>&2
+set -x
+: "$T"
+printf '%q\n' "$T"
+declare -p T
+python3 -c 'import json, os; t = os.environ["T"]; print(json.dumps(t), json.dumps(t, ensure_ascii=False), repr(t), repr(t + chr(39) + chr(34)))'
+exit 3
+"""
+
+
+def _unquoted(word: str) -> str:
+    """``word`` without one layer of ``'...'``, ``"..."`` or ``$'...'``."""
+    if word.startswith("$'") and word.endswith("'") and len(word) >= 3:
+        return word[2:-1]
+    if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
+        return word[1:-1]
+    return word
+
+
+def printed_forms(secret: str, env: dict[str, str]) -> dict[str, str]:
+    """What real bash and Python print for ``secret``, each without its outer quotes
+    (so the check is stricter than looking for the quoted word)."""
+
+    def bash(script: str) -> str:
+        done = subprocess.run(
+            ["bash", "-c", script],
+            env={**os.environ, **env, "T": secret},
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout + done.stderr
+
+    return {
+        "raw": secret,
+        "set -x": _unquoted(bash('set -x; : "$T"').removeprefix("+ : ").removesuffix("\n")),
+        "printf %q": _unquoted(bash('printf %q "$T"')),
+        "declare -p": _unquoted(bash("declare -p T").removeprefix("declare -x T=")[:-1]),
+        "json": json.dumps(secret)[1:-1],
+        "json, ensure_ascii=False": json.dumps(secret, ensure_ascii=False)[1:-1],
+        "repr": repr(secret)[1:-1],
+        "repr inside a string with both quotes": repr(secret + "'\"")[1:-4],
+        "shell-quoted": shlex.quote(secret),
+        "url-encoded": quote(secret, safe=""),
+        "base64": base64.b64encode(secret.encode()).decode(),
+    }
+
+
+def _strings_in(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    return [value] if isinstance(value, str) else []
+
+
+@pytest.fixture(scope="module")
+def printing_config(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("printing")
+    return write_config(
+        folder,
+        f"""\
+        - name: leaky
+          on_create:
+            - run: {json.dumps(PRINT_EVERY_FORM)}
+              secrets: {{T: token}}
+        """,
+    )
+
+
+# No digits: the JSON events' times and durations are numbers, never scrubbed.
+@settings(max_examples=25, deadline=None)
+@given(
+    secret=st.text(
+        alphabet=st.sampled_from(list("aZ '\"$\\\n\t`#~:=!;é☃\x01\x1b")), min_size=3, max_size=12
+    ),
+    c_locale=st.booleans(),
+)
+@example(secret="it's a secret", c_locale=False)
+@example(secret="a b$c\\d", c_locale=False)
+@example(secret="x'y\nz\ttab", c_locale=False)
+@example(secret="ünï cødé", c_locale=False)
+@example(secret="ünï cødé", c_locale=True)
+@example(secret="#~a:~b='\x1b", c_locale=False)
+def test_a_secret_leaks_in_no_form_bash_or_python_prints(printing_config, secret, c_locale) -> None:
+    # In the C locale bash prints non-ASCII characters as octal bytes: $'\303\251'.
+    env = {"LC_ALL": "C"} if c_locale else {}
+    forms = printed_forms(secret, env)
+    folder = printing_config.parent
+    for extra in (["--json"], []):
+        result = runner(
+            "run", str(printing_config), *extra, cwd=folder, env={**env, "TEST_TOKEN": secret}
+        )
+        assert result.returncode == 1, result.stderr
+        texts = [result.stdout, result.stderr]
+        if extra:
+            texts += [
+                s for line in result.stdout.splitlines() for s in _strings_in(json.loads(line))
+            ]
+        everything = "\n".join(texts)
+        assert "command exited 3" in everything  # the step ran and its output was shown
+        for name, form in forms.items():
+            assert form not in everything, f"the {name} form {form!r} of {secret!r} leaked"
+
+
+NUMBERS_CONFIG = """\
+version: 1
+inputs:
+  db.creds:
+    as: creds
+    secret: true
+    schema:
+      type: object
+      properties:
+        pin: {type: integer}
+        ratio: {type: number}
+        admin: {type: boolean}
+      required: [pin, ratio, admin]
+agent:
+  model: m
+  environment:
+    sandbox: local
+    hooks:
+      - name: connect
+        on_create:
+          - run: "echo connecting with {{ creds.pin }} {{ creds.ratio }} {{ creds.admin }} >&2; exit 1"
+"""
+
+
+def test_numbers_and_booleans_of_a_secret_input_are_masked_too(tmp_path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text(NUMBERS_CONFIG)
+    values = ["db.creds.pin=48151623", "db.creds.ratio=2.71828", "db.creds.admin=false"]
+    args = [arg for value in values for arg in ("--input", value)]
+    rendered = runner("render", str(config), *args, cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "echo connecting with '***' '***' '***' >&2; exit 1" in rendered.stdout.splitlines()
+    ran = runner("run", str(config), *args, "--json", cwd=tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    assert "connecting with *** *** ***" in ran.stdout  # the step's stderr, scrubbed
+    for result in (rendered, ran):
+        for secret in ("48151623", "2.71828"):
+            assert secret not in result.stdout + result.stderr

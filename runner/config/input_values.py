@@ -9,6 +9,9 @@
 - ``--input ID={"json": "object"}``: the whole value inline, as JSON.
 
 Later options override earlier ones, field by field.
+
+Errors name the target (the text before ``=``), never the value: it may be a
+secret, and error messages end up in terminals and CI logs.
 """
 
 from __future__ import annotations
@@ -71,16 +74,19 @@ def collect_input_values(
                 )
             values[input_id] = value
     ids_longest_first = sorted(declared, key=len, reverse=True)
-    for assignment in assignments:
+    for number, assignment in enumerate(assignments, start=1):
         target, equals, text = assignment.partition("=")
-        if not equals:
-            raise SessionInputError(f"--input {assignment!r}: expected ID.FIELD=VALUE or ID=@FILE")
+        if not equals:  # the whole text may be a value given without its ID
+            raise SessionInputError(
+                f"--input number {number} has no '=' (not shown, it may be a value): "
+                "expected ID.FIELD=VALUE or ID=@FILE"
+            )
         input_id = next(
             (i for i in ids_longest_first if target == i or target.startswith(i + ".")), None
         )
         if input_id is None:
             raise SessionInputError(
-                f"--input {assignment!r}: no declared input matches {target!r} "
+                f"--input: no declared input matches {target!r} "
                 f"(declared: {', '.join(sorted(declared)) or 'none'})"
             )
         if target == input_id:
@@ -98,6 +104,6 @@ def collect_input_values(
         field = target[len(input_id) + 1 :]
         current = values.setdefault(input_id, {})
         if not isinstance(current, dict):
-            raise SessionInputError(f"--input {assignment!r}: {input_id!r} is not an object")
+            raise SessionInputError(f"--input {target}=...: {input_id!r} is not an object")
         _set_path(current, field, _parse_field_value(declared[input_id], field, text))
     return values

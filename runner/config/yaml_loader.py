@@ -9,7 +9,8 @@ Python data itself, so that:
 - every mapping value and sequence item has a 1-based (line, column);
 - a duplicate key at any depth is an error naming both lines;
 - anchors, aliases and tags other than the standard ones are errors;
-- documents above ``MAX_BYTES`` are refused before parsing;
+- documents above ``MAX_BYTES`` are refused before parsing, files other than
+  regular files (FIFOs, devices) before reading;
 - scalars resolve by the YAML 1.2 core schema: only ``true``/``false`` are
   booleans, ``yes``/``no``/``on``/``off`` stay strings, and a number with a
   leading zero (``0755``) stays a string.
@@ -17,7 +18,9 @@ Python data itself, so that:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,17 +257,32 @@ def load_text(text: str, *, file: str) -> Document:
 
 
 def load_file(path: str | Path) -> Document:
-    """Read and parse ``path``; a missing or unreadable file is a ``ConfigError`` too."""
+    """Read and parse ``path``; a missing or unreadable file is a ``ConfigError`` too.
+
+    Only regular files, and at most ``MAX_BYTES`` of them: ``/dev/zero`` or a
+    FIFO (``--input id=@/dev/zero``) would otherwise be read until memory runs
+    out, or wait forever for a writer.  ``O_NONBLOCK`` lets the open return at
+    once even for a FIFO, so the type check comes before any read.
+    """
     file = str(path)
+
+    def problem(message: str) -> ConfigError:
+        return ConfigError([ConfigProblem(file, 1, 1, message)])
+
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError([ConfigProblem(file, 1, 1, f"file is larger than {MAX_BYTES} bytes")])
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise problem("not a regular file")
+            data = stream.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError([ConfigProblem(file, 1, 1, "no such file")]) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([ConfigProblem(file, 1, 1, f"not UTF-8 text: {exc}")]) from None
+        raise problem("no such file") from None
     except OSError as exc:
-        raise ConfigError([ConfigProblem(file, 1, 1, f"cannot read: {exc.strerror}")]) from None
+        raise problem(f"cannot read: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise problem(f"file is larger than {MAX_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise problem(f"not UTF-8 text: {exc}") from None
     return load_text(text, file=file)

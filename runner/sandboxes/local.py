@@ -13,16 +13,21 @@ whatever your user can), hence the name and the warning.  What it does give:
 - each command in its own process group, so a timeout kills the command and
   everything it started (exit 124, ``timed_out=True``);
 - ``read_file``/``write_file`` confined to the workspace: a path that leaves
-  it (``..``, an absolute path elsewhere, a symlink pointing out) is refused
-  with ``PermissionError``.
+  it (``..``, an absolute path elsewhere) or has a symlink in it is refused
+  with ``PermissionError``, and so is anything but a regular file.  They open
+  each path component relative to the workspace's directory descriptor with
+  ``O_NOFOLLOW``, so a command swapping a directory for a symlink while a
+  file is being opened cannot lead them out either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -129,6 +134,8 @@ class LocalSandbox(Sandbox):
         self._base_env.setdefault("PATH", os.defpath)
         self._base_env.update({"HOME": self.home, "TMPDIR": str(root / "tmp"), **env})
         self._process_groups: set[int] = set()
+        #: Every read_file/write_file path is opened relative to this descriptor.
+        self._workspace_fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def _path(self, path: str) -> Path:
         """Map a sandbox path to a host path inside the workspace, or refuse it."""
@@ -198,14 +205,62 @@ class LocalSandbox(Sandbox):
         )
 
     async def read_file(self, path: str) -> bytes:
-        host_path = self._path(path)
-        return await anyio.Path(host_path).read_bytes()
+        return await anyio.to_thread.run_sync(self._read, path)
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        host_path = self._path(path)
-        await anyio.Path(host_path.parent).mkdir(parents=True, exist_ok=True)
-        await anyio.Path(host_path).write_bytes(payload)
+        await anyio.to_thread.run_sync(self._write, path, payload)
+
+    def _read(self, path: str) -> bytes:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused next).
+        with open(self._open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
+            _check_regular(stream.fileno(), path)
+            return stream.read()
+
+    def _write(self, path: str, payload: bytes) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK
+        with open(self._open(path, flags, make_parents=True), "wb") as stream:
+            _check_regular(stream.fileno(), path)
+            stream.write(payload)
+
+    def _open(self, path: str, flags: int, *, make_parents: bool = False) -> int:
+        """A descriptor for ``path``, opened one component at a time below the
+        workspace descriptor, none of them followed if it is a symlink.
+
+        Checking a resolved path and then opening it would leave a window in
+        which a command swaps a directory for a symlink to the host; here every
+        step is one ``openat`` of one name in an already opened directory.
+        """
+        if self._workspace_fd < 0:
+            raise RuntimeError("the sandbox was deleted")
+        *parents, name = self._parts(path)
+        current = self._workspace_fd
+        try:
+            for part in parents:
+                if make_parents:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=current)
+                child = _open_below(
+                    current, part, os.O_RDONLY | os.O_NONBLOCK, path, directory=True
+                )
+                if current != self._workspace_fd:
+                    os.close(current)
+                current = child
+            return _open_below(current, name, flags, path)
+        finally:
+            if current != self._workspace_fd:
+                os.close(current)
+
+    def _parts(self, path: str) -> list[str]:
+        """The names leading from the workspace to ``path`` (``..`` resolved in
+        the text, never through a symlink), or ``PermissionError``."""
+        for base in (self.workspace, os.path.realpath(self.workspace)):
+            full = os.path.normpath(os.path.join(base, path))
+            if full.startswith(base + os.sep):
+                return full[len(base) + 1 :].split(os.sep)
+            if full == base:
+                raise IsADirectoryError(errno.EISDIR, "the workspace is a directory", path)
+        raise PermissionError(f"{path!r} is outside the sandbox workspace")
 
     async def delete(self) -> None:
         """Kill what the session's commands left running, then remove the directory.
@@ -216,7 +271,41 @@ class LocalSandbox(Sandbox):
         for group in self._process_groups:
             _kill_group(group)
         self._process_groups.clear()
+        if self._workspace_fd >= 0:
+            os.close(self._workspace_fd)
+            self._workspace_fd = -1
         await anyio.to_thread.run_sync(_remove_tree, self.root)
+
+
+def _open_below(dir_fd: int, name: str, flags: int, path: str, *, directory: bool = False) -> int:
+    """``name`` opened in ``dir_fd`` with O_NOFOLLOW; a symlink is a PermissionError.
+
+    On one name, O_NOFOLLOW fails with ELOOP exactly when it is a symlink, so
+    the answer cannot race (O_DIRECTORY would blur it into ENOTDIR: a
+    ``directory`` is checked after opening instead).
+    """
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PermissionError(
+                f"{path!r}: {name!r} is a symlink; read_file and write_file follow none "
+                "(one could lead out of the sandbox workspace)"
+            ) from None
+        raise
+    if directory and not stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+    return fd
+
+
+def _check_regular(fd: int, path: str) -> None:
+    """Only regular files: a FIFO or a device could block or never end."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{path!r} is not a regular file")
 
 
 async def _drain(stream: anyio.abc.ByteReceiveStream | None, sink: bytearray) -> None:
