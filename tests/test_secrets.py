@@ -341,3 +341,22 @@ def test_numbers_and_booleans_of_a_secret_input_are_masked_too(tmp_path) -> None
     for result in (rendered, ran):
         for secret in ("48151623", "2.71828"):
             assert secret not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge"])
+def test_a_secret_file_that_is_a_fifo_or_huge_is_refused_at_once(tmp_path, kind) -> None:
+    """from_file reads a bounded regular file: a FIFO would wait forever for a
+    writer, a huge file would be read into memory whole."""
+    config = write_config(tmp_path, "- name: h\n  on_create: [{run: 'true'}]\n")
+    key = tmp_path / "keys" / "deploy.pem"
+    key.unlink()
+    if kind == "fifo":
+        os.mkfifo(key)
+    else:
+        with key.open("wb") as stream:
+            stream.truncate(50_000_000)  # sparse: free on disk, 50 MB to read
+    result = runner("run", str(config), cwd=tmp_path, env={"TEST_TOKEN": SECRET})
+    assert result.returncode == 2, result.stderr
+    reason = "not a regular file" if kind == "fifo" else "larger than 1000000 bytes"
+    assert "secret 'deploy_key': cannot read keys/deploy.pem:" in result.stderr
+    assert reason in result.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path, PurePosixPath
 
 from .._errors import AgentsError
@@ -35,3 +37,20 @@ def resolve_inside(base: Path, path: str, *, what: str) -> Path:
     if target != root and root not in target.parents:
         raise HostPathError(f"{what}: {path!r} leads outside {root} (through a symlink)")
     return target
+
+
+def read_regular_file(path: str | Path, *, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file, or ``OSError`` saying why not.
+
+    ``/dev/zero`` or a FIFO given where a file is expected would otherwise be
+    read until memory runs out, or wait forever for a writer: ``O_NONBLOCK``
+    lets the open return at once, and the type check comes before any read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{path}: larger than {limit} bytes")
+    return data

@@ -18,7 +18,10 @@ from typing import Any
 
 from .._errors import SessionInputError
 from .._inputs import SessionInput
-from .host_paths import HostPathError, resolve_inside
+from .host_paths import HostPathError, read_regular_file, resolve_inside
+
+#: A secret file larger than this is refused (a key or a token, not a disk image).
+MAX_SECRET_BYTES = 1_000_000
 
 SECRETS_INPUT_ID = "runner.secrets"
 
@@ -59,7 +62,7 @@ def _read(name: str, spec: Mapping[str, Any], config_dir: Path) -> str | None:
         return os.environ.get(spec["from_env"]) or None
     try:
         path = resolve_inside(config_dir, spec["from_file"], what=f"secret {name!r}")
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, limit=MAX_SECRET_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
     except (HostPathError, OSError, UnicodeDecodeError) as exc:

@@ -18,9 +18,7 @@ Python data itself, so that:
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
 from .errors import ConfigError, ConfigProblem, JsonPath
+from .host_paths import read_regular_file
 
 MAX_BYTES = 1_000_000
 #: Far deeper than any real config; keeps hostile files away from Python's recursion limit.
@@ -270,17 +269,14 @@ def load_file(path: str | Path) -> Document:
         return ConfigError([ConfigProblem(file, 1, 1, message)])
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as stream:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise problem("not a regular file")
-            data = stream.read(MAX_BYTES + 1)
+        data = read_regular_file(path, limit=MAX_BYTES)
     except FileNotFoundError:
         raise problem("no such file") from None
     except OSError as exc:
-        raise problem(f"cannot read: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise problem(f"file is larger than {MAX_BYTES} bytes")
+        reason = exc.strerror or str(exc).removeprefix(f"{path}: ")
+        if reason.startswith("larger than"):
+            reason = f"file is larger than {MAX_BYTES} bytes"
+        raise problem(reason if exc.strerror is None else f"cannot read: {reason}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
