@@ -168,6 +168,7 @@ SAFE = [
     "[ {{ x.v }} = yes ] || echo no",
     "test -n {{ x.v }}",
     "timeout 5 echo {{ x.v }}",
+    "printf -- {{ x.v }} {{ x.w }}",
     "command echo {{ x.v }}",
     "env A=1 echo {{ x.v }}",
     "if true; then echo --={{ x.v }}; fi",

@@ -43,7 +43,6 @@ def check(tmp_path: Path, steps: str) -> list[str]:
         ('          - run: echo "{{ repo.repository }}"\n', 24),
         ("          - run: echo '{{ repo.repository }}'\n", 24),
         ("          - run: echo `cat {{ repo.repository }}`\n", 28),
-        ("          - run: echo $'{{ repo.repository }}'\n", 25),
     ],
 )
 def test_placeholders_inside_quotes_are_rejected_with_their_position(
@@ -53,6 +52,16 @@ def test_placeholders_inside_quotes_are_rejected_with_their_position(
     assert message.startswith(f"agent.yaml:{STEP_LINE}:{column}: {{{{ }}}} inside quotes")
     assert "[quoted]" in message
     assert message.endswith("(at agent.environment.hooks[0].on_create[0].run)")
+
+
+def test_ansi_c_quotes_are_refused_where_they_start(tmp_path) -> None:
+    """$'...' is refused outright with a value present: sh (dash) does not read
+    it as a quote, so the two shells would disagree on where values stand."""
+    (message,) = check(tmp_path, "          - run: echo $'{{ repo.repository }}'\n")
+    assert message.startswith(
+        f"agent.yaml:{STEP_LINE}:18: {{{{ }}}} in a command that does not parse"
+    )
+    assert "write $'...' text with '...' or printf" in message
 
 
 def test_the_hint_says_values_are_quoted_for_you(tmp_path) -> None:

@@ -732,9 +732,9 @@ class _Check:
             literal_args = [self.literal(a) for a in arguments]
             if any(a is not None and a.startswith("-v") for a in literal_args):
                 raise _Refused("evaluating-builtin", word, "printf -v")
-            first = 1 if literal_args[:1] == ["--"] else 0
-            if arguments[first:] and self.carries_value(arguments[first]):
-                raise _Refused("printf-option", arguments[first])
+            # The first argument may be read as an option (-v NAME), unless it is "--".
+            if arguments and literal_args[0] != "--" and self.carries_value(arguments[0]):
+                raise _Refused("printf-option", arguments[0])
         if name in ("test", "["):
             literal_args = [self.literal(a) for a in arguments]
             if any(a in ("-v", "-R") for a in literal_args):
