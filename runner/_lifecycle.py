@@ -14,7 +14,10 @@ Python-class hooks and hooks compiled from YAML both end up here.  The rules
 5. Close: ``on_destroy`` of every hook in reverse order, each exactly once,
    errors logged and skipped past; then the sandbox is deleted, always.
    Cleanup is shielded from cancellation, so Ctrl-C or a cancelled task still
-   runs it to the end.
+   runs it to the end, within limits: the ``on_destroy`` hooks together get
+   the environment's ``cleanup_timeout_seconds``, and ``force_cleanup()``
+   (the CLI's second Ctrl-C) stops them at once; the sandbox is deleted either
+   way.  No hook and no sandbox can make a close wait forever.
 """
 
 from __future__ import annotations
@@ -142,9 +145,15 @@ async def _destroy_all(
     plans: Iterable[HookPlan],
     sandbox: Sandbox,
     inputs: Mapping[str, SessionInput],
+    *,
+    into: list[HookFailure],
 ) -> list[HookFailure]:
-    """``on_destroy`` of each plan in the order given; log failures, go on, return them."""
-    failures = []
+    """``on_destroy`` of each plan in the order given; log failures, go on.
+
+    Failures are appended to ``into`` as they happen, so a cleanup cut short
+    still reports the ones before the cut.
+    """
+    failures = into
     secrets = secret_strings(inputs.values())
     for plan in plans:
         try:
@@ -162,6 +171,60 @@ async def _destroy_all(
                 exc_info=exc if failure.message == str(exc) else None,
             )
     return failures
+
+
+#: The cleanups under way; ``force_cleanup`` cancels their ``on_destroy`` hooks.
+_cleanups: set[anyio.CancelScope] = set()
+
+
+def force_cleanup() -> int:
+    """Stop every ``on_destroy`` still running (the sandboxes are deleted next).
+
+    For a second Ctrl-C: the user chose not to wait for the hooks.  Returns
+    how many cleanups were cut short.
+    """
+    for scope in list(_cleanups):
+        scope.cancel()
+    return len(_cleanups)
+
+
+async def _destroy_then_delete(
+    plans: Iterable[HookPlan],
+    sandbox: Sandbox,
+    inputs: Mapping[str, SessionInput],
+    *,
+    timeout: float | None,
+) -> list[HookFailure]:
+    """Shielded cleanup: the hooks within ``timeout`` (or until forced), then delete."""
+    failures: list[HookFailure] = []
+    with anyio.CancelScope(shield=True):
+        try:
+            with anyio.CancelScope(deadline=_deadline(timeout)) as hooks_scope:
+                _cleanups.add(hooks_scope)
+                try:
+                    failures = await _destroy_all(plans, sandbox, inputs, into=failures)
+                finally:
+                    _cleanups.discard(hooks_scope)
+            if hooks_scope.cancelled_caught:
+                why = (
+                    "stopped by a second interrupt"
+                    if hooks_scope.cancel_called and not _past(hooks_scope.deadline)
+                    else f"did not finish within cleanup_timeout_seconds={timeout:g}"
+                )
+                failure = HookFailure("cleanup", "on_destroy", "CleanupTimeout", why)
+                failures.append(failure)
+                logger.error("%s (session %s)", failure, sandbox.session_id)
+        finally:
+            await _delete(sandbox)
+    return failures
+
+
+def _deadline(timeout: float | None) -> float:
+    return anyio.current_time() + timeout if timeout else float("inf")
+
+
+def _past(deadline: float) -> bool:
+    return anyio.current_time() >= deadline
 
 
 async def _delete(sandbox: Sandbox) -> None:
@@ -196,20 +259,21 @@ async def open_sandbox(
             await _call_hook(hook_plan, "on_create", sandbox, inputs)
             completed.append(hook_plan)
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            try:
-                await _destroy_all(reversed(completed), sandbox, inputs)
-            finally:
-                try:
-                    await _delete(sandbox)
-                except Exception as exc:
-                    logger.error(
-                        "deleting the sandbox of session %s failed: %s: %s",
-                        session_id,
-                        type(exc).__name__,
-                        exc,
-                        exc_info=exc,
-                    )
+        try:
+            await _destroy_then_delete(
+                reversed(completed),
+                sandbox,
+                inputs,
+                timeout=environment.cleanup_timeout_seconds,
+            )
+        except Exception as exc:
+            logger.error(
+                "deleting the sandbox of session %s failed: %s: %s",
+                session_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
         raise
     return sandbox
 
@@ -218,14 +282,14 @@ async def close_sandbox(
     sandbox: Sandbox,
     plan: LifecyclePlan,
     inputs: Mapping[str, SessionInput],
+    *,
+    cleanup_timeout_seconds: float | None = None,
 ) -> list[HookFailure]:
     """Run every ``on_destroy`` in reverse, then delete the sandbox, whatever happens.
 
     Returns the ``on_destroy`` failures (already logged), so a caller such as
     the CLI can fail the run: an artifact that was not saved is a failure.
     """
-    with anyio.CancelScope(shield=True):
-        try:
-            return await _destroy_all(reversed(plan.hooks), sandbox, inputs)
-        finally:
-            await _delete(sandbox)
+    return await _destroy_then_delete(
+        reversed(plan.hooks), sandbox, inputs, timeout=cleanup_timeout_seconds
+    )

@@ -138,7 +138,10 @@ class Session:
             try:
                 if self.sandbox is not None:
                     self.destroy_failures = await close_sandbox(
-                        self.sandbox, self._plan, self.inputs
+                        self.sandbox,
+                        self._plan,
+                        self.inputs,
+                        cleanup_timeout_seconds=self.agent.environment.cleanup_timeout_seconds,
                     )
             finally:
                 self._closed.set()

@@ -7,7 +7,8 @@ errors into output and an exit code:
     1  the run failed (a hook, the setup script or a turn failed)
     2  usage or configuration error (bad file, bad input, backend unavailable
        or its extra missing)
-    130 interrupted (Ctrl-C or SIGTERM), after every on_destroy ran
+    130 interrupted (Ctrl-C or SIGTERM), after on_destroy ran (a second signal
+        skips the rest of it) and the sandbox was deleted
 
 Heavy packages (docker, jinja2, jsonschema) are imported inside the commands
 that need them, so ``runner --help`` stays fast and ``runner validate`` never
@@ -318,7 +319,7 @@ async def _run_session(
     for message in outcome.messages if outcome is not None else []:
         click.echo(f"runner: {message}", err=True)
     if interrupted:
-        click.echo("runner: interrupted; on_destroy ran and the sandbox was deleted", err=True)
+        click.echo("runner: interrupted; the session was closed", err=True)
         code = EXIT_INTERRUPTED
     text = outcome.text if outcome is not None else None
     if text is not None and not as_json:
@@ -347,12 +348,25 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
     result: list[Any] = []
 
     async def watch_signals(scope: anyio.CancelScope) -> None:
-        # The receiver stays open until the end, so a second Ctrl-C cannot
-        # interrupt the on_destroy hooks the first one started.
+        # The receiver stays open until the end: the first signal cancels the
+        # work (on_destroy still runs, shielded); the second stops on_destroy
+        # and goes straight to deleting the sandboxes.
+        from ._lifecycle import force_cleanup
+
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for received in signals:
-                if interrupted:
-                    click.echo("runner: still cleaning up; on_destroy is running", err=True)
+                if len(interrupted) == 1:
+                    if force_cleanup():
+                        click.echo(
+                            "runner: interrupted again: on_destroy stopped, deleting the sandbox",
+                            err=True,
+                        )
+                elif not interrupted:
+                    click.echo(
+                        "runner: interrupted: closing (on_destroy runs; interrupt again to "
+                        "skip it and delete the sandbox at once)",
+                        err=True,
+                    )
                 interrupted.append(received)
                 scope.cancel()
 

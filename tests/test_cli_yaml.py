@@ -390,7 +390,7 @@ def test_a_signal_runs_on_destroy_then_exits_130(tmp_path, sig) -> None:
     rest = process.communicate(timeout=30)[1]
     assert process.returncode == 130
     assert "marker.on_destroy ok" in rest
-    assert "interrupted; on_destroy ran" in rest
+    assert "interrupted; the session was closed" in rest
     assert (tmp_path / "out" / "destroyed.txt").read_text() == "created\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
 
@@ -626,7 +626,9 @@ def test_an_optional_input_no_template_uses_is_accepted(tmp_path) -> None:
     assert runner("run", str(config)).returncode == 0
 
 
-def test_a_second_signal_does_not_cut_on_destroy_short(tmp_path) -> None:
+def _interrupted_during_on_destroy(tmp_path, signals: int) -> tuple[subprocess.Popen, str]:
+    """A run interrupted once during on_create, then ``signals - 1`` more times
+    once the slow on_destroy (sleep 20, then a save) has started."""
     config = write(
         tmp_path,
         """\
@@ -638,7 +640,7 @@ def test_a_second_signal_does_not_cut_on_destroy_short(tmp_path) -> None:
             hooks:
               - name: slow-exporter
                 on_create: [{write: MARK, content: "made\\n"}]
-                on_destroy: [{run: sleep 2}, {save: MARK, to: saved.txt}]
+                on_destroy: [{run: sleep 20, timeout_seconds: 60}, {save: MARK, to: saved.txt}]
               - name: waits
                 on_create: [{run: "sleep 60", timeout_seconds: 120}]
         """,
@@ -656,12 +658,30 @@ def test_a_second_signal_does_not_cut_on_destroy_short(tmp_path) -> None:
     process.send_signal(signal.SIGINT)
     while "slow-exporter.on_destroy" not in progress and time.monotonic() < deadline:
         progress += process.stderr.readline()
-    process.send_signal(signal.SIGINT)
-    rest = process.communicate(timeout=30)[1]
+    for _ in range(signals - 1):
+        process.send_signal(signal.SIGINT)
+    return process, progress
+
+
+def test_one_signal_lets_on_destroy_finish(tmp_path) -> None:
+    process, progress = _interrupted_during_on_destroy(tmp_path, signals=1)
+    rest = process.communicate(timeout=60)[1]
     assert process.returncode == 130
-    assert "still cleaning up" in rest
+    assert "interrupt again to skip it" in progress + rest
     assert (tmp_path / "out" / "saved.txt").read_text() == "made\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml", "out"]
+
+
+def test_a_second_signal_stops_on_destroy_and_deletes_the_sandbox_at_once(tmp_path) -> None:
+    started = time.monotonic()
+    process, _ = _interrupted_during_on_destroy(tmp_path, signals=2)
+    rest = process.communicate(timeout=60)[1]
+    assert process.returncode == 130
+    assert time.monotonic() - started < 15  # not the 20 s of the on_destroy sleep
+    assert "interrupted again: on_destroy stopped, deleting the sandbox" in rest
+    assert "sandbox deleted" in rest
+    assert not (tmp_path / "out" / "saved.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml"]
 
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])

@@ -107,6 +107,9 @@ class SandboxEnvironment(abc.ABC):
 
     creates_sandbox: bool = True
     backend: str = ""
+    #: How long a session's ``on_destroy`` hooks may take together before the
+    #: close gives up on them and deletes the sandbox (None: no limit).
+    cleanup_timeout_seconds: float | None = 600.0
 
     def __init__(
         self,

@@ -77,6 +77,11 @@ CHANNEL_FILE_LIMIT = 4 << 20
 CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
 KILL_GRACE_SECONDS = 2
+#: How long past a command's timeout the host waits before it stops waiting
+#: (the in-container ``timeout`` gets KILL_GRACE_SECONDS of it to act first).
+HOST_GRACE_SECONDS = 5.0
+#: The image probe at start: a few ``command -v`` calls.
+PROBE_SECONDS = 30.0
 _POOL_SIZE = 10  # docker-py's default connection pool per client
 #: A pooled container unclaimed this long is replaced by a fresh one.
 POOL_MAX_IDLE_SECONDS = 600.0
@@ -545,15 +550,23 @@ class DockerSandbox(Sandbox):
             check_env(env),
             workdir,
             self.output_cap_bytes,
+            timeout + HOST_GRACE_SECONDS,
             abandon_on_cancel=True,
         )
         duration = time.perf_counter() - started
-        timed_out = exit_code in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout
+        abandoned = exit_code is None
+        timed_out = abandoned or (exit_code in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout)
+        note = (
+            f"runner: the command outlived its {timeout:g} s timeout by "
+            f"{HOST_GRACE_SECONDS:g} s (something in the sandbox stopped it from being "
+            "killed there); the runner stopped waiting for it\n"
+            if abandoned
+            else self._explain_kill(exit_code, timed_out)
+        )
         return SandboxExecutionResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
             stdout=stdout.decode("utf-8", errors="replace"),
-            stderr=self._explain_kill(exit_code, timed_out)
-            + stderr.decode("utf-8", errors="replace"),
+            stderr=note + stderr.decode("utf-8", errors="replace"),
             timed_out=timed_out,
             duration_seconds=duration,
             output_truncated=truncated,
@@ -716,7 +729,7 @@ def _probe(client: docker.DockerClient, container_id: str) -> dict[str, bool] | 
     script = "for c in bash timeout sleep; do command -v $c >/dev/null && echo $c; done"
     try:
         _code, stdout, _err, _cut = _exec_capped(
-            client, container_id, ["sh", "-c", script], {}, WORKSPACE, 1 << 16
+            client, container_id, ["sh", "-c", script], {}, WORKSPACE, 1 << 16, PROBE_SECONDS
         )
     except APIError as exc:
         if exc.status_code == 409:  # "container ... is not running"
@@ -733,8 +746,15 @@ def _exec_capped(
     env: dict[str, str],
     workdir: str,
     cap: int,
-) -> tuple[int, bytes, bytes, bool]:
-    """One exec, its output streamed and capped (head and tail) as the helper does."""
+    deadline_seconds: float,
+) -> tuple[int | None, bytes, bytes, bool]:
+    """One exec, its output streamed and capped (head and tail) as the helper does.
+
+    The deadline is kept here, on the host: the ``timeout`` inside the
+    container is the agent's to stop or replace.  When it passes, the output
+    stream is closed and the exit code is None (the command may still run;
+    it goes with the container).
+    """
     from ._exec_helper import Capped
 
     api = client.api
@@ -742,15 +762,31 @@ def _exec_capped(
         container_id, argv, stdout=True, stderr=True, environment=env or None, workdir=workdir
     )["Id"]
     out, err = Capped(cap), Capped(cap)
-    for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
-        if stdout:
-            out.add(stdout)
-        if stderr:
-            err.add(stderr)
-    exit_code = api.exec_inspect(exec_id)["ExitCode"]
+    stream = api.exec_start(exec_id, stream=True, demux=True)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        stream.close()  # the blocked read below returns
+
+    timer = threading.Timer(deadline_seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        for stdout, stderr in stream:
+            if stdout:
+                out.add(stdout)
+            if stderr:
+                err.add(stderr)
+    finally:
+        timer.cancel()
+        stream.close()
     truncated = out.total > len(out.head) + len(out.tail) or err.total > len(err.head) + len(
         err.tail
     )
+    if expired.is_set():
+        return None, out.value(), err.value(), truncated
+    exit_code = api.exec_inspect(exec_id)["ExitCode"]
     code = exit_code if exit_code is not None else -1
     return code, out.value(), err.value(), truncated
 
