@@ -132,3 +132,75 @@ def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
     assert "hostile.on_destroy" in stderr and "timed out" in stderr
     assert took < 60, f"runner run took {took:.0f} s"
     assert owned_by(docker_client, process.pid) == []
+
+
+@pytest.mark.docker
+def test_a_huge_sparse_file_cannot_take_the_runners_memory() -> None:
+    """truncate -s 4G is free for the agent; read_file of it used to take the
+    runner to 8 GiB.  Now the tar header's size refuses it before any read."""
+    code = textwrap.dedent(
+        f"""\
+        import resource, anyio, runner
+        from runner.sandboxes.base import FileTooLargeError
+        async def main():
+            env = runner.LocalDockerSandbox(image={TEST_IMAGE!r})
+            async with await runner.Agent(model="m", environment=env).start_session() as s:
+                await s.sandbox.execute("truncate -s 4G huge.bin")
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                try:
+                    await s.sandbox.read_file("huge.bin")
+                except FileTooLargeError as exc:
+                    print("refused", exc.strerror)
+                after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                print(after - before)
+        anyio.run(main)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    refused, growth_kib = result.stdout.splitlines()
+    assert refused.startswith("refused the file is 4294967296 bytes, over"), result.stderr
+    assert int(growth_kib) < 50_000
+
+
+@pytest.mark.docker
+def test_save_streams_to_disk_keeps_holes_and_refuses_what_is_too_big(
+    tmp_path, docker_client
+) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            agent:
+              model: m
+              environment:
+                sandbox: docker
+                hooks:
+                  - name: carry
+                    on_create:
+                      - run: truncate -s 300M sparse.bin && printf end >> sparse.bin
+                      - run: truncate -s 2G huge.bin
+                    on_destroy:
+                      - {save: sparse.bin, to: sparse.bin}
+                      - {save: huge.bin, to: huge.bin}
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
+    )
+    assert result.returncode == 1, result.stderr  # the huge file was refused
+    assert "over the sandbox's max_file_bytes (1073741824)" in result.stderr
+    saved = tmp_path / "sparse.bin"
+    assert saved.stat().st_size == 300 * (1 << 20) + 3
+    assert saved.stat().st_blocks * 512 < 1 << 20  # the holes stayed holes
+    with saved.open("rb") as stream:
+        stream.seek(-3, os.SEEK_END)
+        assert stream.read() == b"end"
+    assert not (tmp_path / "huge.bin").exists() or (tmp_path / "huge.bin").stat().st_size == 0

@@ -239,15 +239,15 @@ class SaveStep(Step):
         secrets: Mapping[str, str],
     ) -> dict:
         target = resolve_inside(paths.output_dir, self.to.render(context), what="save: to")
+        await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
         try:
-            data = await ctx.sandbox.read_file(self.path.render(context))
+            # Streamed to disk where the backend can, bounded by max_file_bytes.
+            size = await ctx.sandbox.save_file(self.path.render(context), target)
         except FileNotFoundError:
             if self.missing_ok:
                 return {"skipped": "missing"}
             raise
-        await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
-        await anyio.Path(target).write_bytes(data)
-        return {"bytes": len(data), "host_path": str(target)}
+        return {"bytes": size, "host_path": str(target)}
 
 
 class UploadStep(Step):

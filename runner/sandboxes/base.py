@@ -10,12 +10,16 @@ backend it drives; backends know nothing of sessions, YAML or the CLI.
 from __future__ import annotations
 
 import abc
+import errno
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .._hooks import SandboxHook
 
 #: Exit status of a command killed because it outlived its timeout (as GNU timeout).
@@ -73,6 +77,10 @@ class Sandbox(abc.ABC):
     session_id: str
     workspace: str
     default_exec_timeout_seconds: float
+    #: The largest file ``read_file`` returns and ``save_file`` copies out:
+    #: a sandbox file (a sparse 4 GiB one costs the agent nothing) must not
+    #: take the runner's memory or the host's disk with it.
+    max_file_bytes: int = 1 << 30
 
     @abc.abstractmethod
     async def execute(
@@ -93,9 +101,55 @@ class Sandbox(abc.ABC):
     async def write_file(self, path: str, data: bytes | str) -> None:
         """Create or replace a sandbox file (parents are created); str is UTF-8."""
 
+    async def save_file(self, path: str, target: Path) -> int:
+        """Copy a sandbox file to the host file ``target``; returns its size.
+
+        Backends that can stream override this so the file never sits in
+        memory whole; this default reads it (bounded by ``max_file_bytes``).
+        """
+        import anyio
+
+        data = await self.read_file(path)
+        await anyio.to_thread.run_sync(write_sparse, target, [data])
+        return len(data)
+
     @abc.abstractmethod
     async def delete(self) -> None:
         """Remove the sandbox and everything in it.  Safe to call twice."""
+
+
+class FileTooLargeError(OSError):
+    """A sandbox file is larger than the sandbox's ``max_file_bytes``."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(
+            errno.EFBIG,
+            f"the file is {size} bytes, over the sandbox's max_file_bytes ({limit})",
+            path,
+        )
+
+
+def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
+    """Write ``chunks`` to ``target``, leaving runs of zeros as holes.
+
+    A sparse file in the sandbox arrives as real zeros; written as they are,
+    its holes would become allocated disk on the host.
+    """
+    size = 0
+    with open(target, "wb") as out:
+        for chunk in chunks:
+            for start in range(0, len(chunk), _SPARSE_BLOCK):
+                block = chunk[start : start + _SPARSE_BLOCK]
+                if block.count(0) == len(block):
+                    out.seek(len(block), os.SEEK_CUR)
+                else:
+                    out.write(block)
+                size += len(block)
+        out.truncate(size)
+    return size
+
+
+_SPARSE_BLOCK = 64 << 10
 
 
 class SandboxEnvironment(abc.ABC):

@@ -19,6 +19,7 @@ happens on first use, never at import time.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -28,7 +29,7 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,15 +42,19 @@ from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from ._pool import WarmPool
 from .base import (
     TIMEOUT_EXIT_CODE,
+    FileTooLargeError,
     Sandbox,
     SandboxEnvironment,
     SandboxExecutionResult,
     check_env,
     check_timeout,
     run_setup_script,
+    write_sparse,
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import docker
     from docker.models.containers import Container
 
@@ -193,6 +198,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         docker_host: str | None = None,
         exec_channel: bool = True,
         output_cap_bytes: int = 8 << 20,
+        max_file_bytes: int = 1 << 30,
         pool_size: int = 0,
         workspace_size: str | None = None,
     ) -> None:
@@ -226,6 +232,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         self.client = DockerClient(docker_host)
         self.exec_channel = exec_channel
         self.output_cap_bytes = output_cap_bytes
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
+            raise ValueError(f"max_file_bytes must be an int, got {max_file_bytes!r}")
+        self.max_file_bytes = max_file_bytes
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
             raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
         self.pool_size = pool_size
@@ -351,6 +360,7 @@ class LocalDockerSandbox(SandboxEnvironment):
             default_exec_timeout_seconds=self.default_exec_timeout_seconds,
         )
         sandbox.memory = self.memory
+        sandbox.max_file_bytes = self.max_file_bytes
         if self.workspace_size:
             sandbox._channel_file_limit = None
         try:
@@ -601,11 +611,39 @@ class DockerSandbox(Sandbox):
         if answer is None or answer[0].get("error") == "TooLarge":
             # Big files go as tar streams, which the Engine moves faster.
             self._archives_allowed(path)
-            return await self.client.call(_read_file, self.container_id, target)
+            return await self.client.call(
+                _read_file, self.container_id, target, self.max_file_bytes
+            )
         header, body = answer
         if "error" in header:
             raise _file_error(header, path)
         return body
+
+    async def save_file(self, path: str, target: Path) -> int:
+        """Small files over the channel; bigger ones streamed from the archive
+        API to disk, refused over ``max_file_bytes`` before any byte is read."""
+        limit = self._channel_file_limit
+        try:
+            answer = await self._over_channel(
+                {
+                    "op": "read",
+                    "path": self._path(path),
+                    "max_bytes": self.max_file_bytes if limit is None else limit,
+                },
+                timeout=300,
+            )
+        except ChannelError:
+            answer = None  # reading again is harmless
+        if answer is not None:
+            header, body = answer
+            if "error" not in header:
+                return await anyio.to_thread.run_sync(write_sparse, target, [body])
+            if header.get("error") != "TooLarge" or limit is None:
+                raise _file_error(header, path)
+        self._archives_allowed(path)
+        return await self.client.call(
+            _save_file, self.container_id, self._path(path), target, self.max_file_bytes
+        )
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -791,38 +829,87 @@ def _exec_capped(
     return code, out.value(), err.value(), truncated
 
 
-def _read_file(client: docker.DockerClient, container_id: str, path: str) -> bytes:
-    """A file through the Engine's archive API, parsed as the tar stream arrives."""
+@contextlib.contextmanager
+def _archive_file(
+    client: docker.DockerClient, container_id: str, path: str, max_bytes: int
+) -> Iterator[tuple[int, Iterator[bytes]]]:
+    """A regular file through the Engine's archive API: its size, and its bytes
+    as an iterator of pieces read as the tar stream arrives.
+
+    Symbolic links are followed (at most 16); the size comes from the tar
+    header, so a file over ``max_bytes`` is refused before any of it is read.
+    The response is closed on the way out, read or not: an abandoned archive
+    stream of a huge file would keep the engine busy sending it.
+    """
     from docker.errors import NotFound
 
-    for _ in range(16):  # follow at most this many symbolic links
+    api = client.api
+    for _ in range(16):
+        response = api._get(
+            api._url("/containers/{0}/archive", container_id),
+            params={"path": path},
+            stream=True,
+            headers={"Accept-Encoding": "identity"},
+        )
         try:
-            chunks, _stat = client.api.get_archive(container_id, path, chunk_size=1 << 20)
-            stream = _ChunkReader(chunks)
+            try:
+                api._raise_for_status(response)
+            except NotFound:
+                raise FileNotFoundError(2, "No such file in the sandbox", path) from None
+            stream = _ChunkReader(response.iter_content(1 << 20, False))
             header = stream.read_exact(tarfile.BLOCKSIZE)
-        except NotFound:
-            raise FileNotFoundError(2, "No such file in the sandbox", path) from None
-        member = tarfile.TarInfo.frombuf(header, tarfile.ENCODING, "surrogateescape")
-        tar = None
-        if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE):
-            # Extended headers (long names, pax): let tarfile read the archive.
-            tar = tarfile.open(fileobj=io.BytesIO(header + stream.read_all()), mode="r:")  # noqa: SIM115 - in memory
-            member = tar.next()
-            if member is None:
-                raise FileNotFoundError(2, "No such file in the sandbox", path)
-        if member.isdir():
-            raise IsADirectoryError(21, "Is a directory", path)
-        if member.issym():
-            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
-            continue
-        if not member.isfile():
-            raise OSError(f"{path}: not a regular file")
-        if tar is None:
-            return stream.read_exact(member.size)
-        extracted = tar.extractfile(member)
-        assert extracted is not None
-        return extracted.read()
+            member = tarfile.TarInfo.frombuf(header, tarfile.ENCODING, "surrogateescape")
+            pieces: Iterator[bytes] | None = None
+            if member.type not in (
+                tarfile.REGTYPE,
+                tarfile.AREGTYPE,
+                tarfile.DIRTYPE,
+                tarfile.SYMTYPE,
+            ):
+                # Extended headers (long names, pax sizes): tarfile reads them, as a stream.
+                tar = tarfile.open(fileobj=_StreamFile(header, stream), mode="r|")  # noqa: SIM115
+                member = tar.next()
+                if member is None:
+                    raise FileNotFoundError(2, "No such file in the sandbox", path)
+                if member.isfile():
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None
+                    pieces = iter(partial(extracted.read, 1 << 20), b"")
+            if member.isdir():
+                raise IsADirectoryError(21, "Is a directory", path)
+            if member.issym():
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+                continue
+            if not member.isfile():
+                raise OSError(f"{path}: not a regular file")
+            if member.size > max_bytes:
+                raise FileTooLargeError(path, member.size, max_bytes)
+            yield member.size, pieces if pieces is not None else stream.pieces(member.size)
+            return
+        finally:
+            response.close()
     raise OSError(f"{path}: too many levels of symbolic links")
+
+
+def _read_file(client: docker.DockerClient, container_id: str, path: str, max_bytes: int) -> bytes:
+    """A file through the Engine's archive API, at most ``max_bytes`` of it."""
+    with _archive_file(client, container_id, path, max_bytes) as (size, pieces):
+        data = b"".join(pieces)
+    if len(data) != size:
+        raise OSError(f"{path}: the archive ended early")
+    return data
+
+
+def _save_file(
+    client: docker.DockerClient, container_id: str, path: str, target: Path, max_bytes: int
+) -> int:
+    """A file through the Engine's archive API straight into ``target`` on the
+    host, never whole in memory, its runs of zeros left as holes."""
+    with _archive_file(client, container_id, path, max_bytes) as (size, pieces):
+        written = write_sparse(target, pieces)
+    if written != size:
+        raise OSError(f"{path}: the archive ended early")
+    return written
 
 
 class _ChunkReader:
@@ -846,8 +933,43 @@ class _ChunkReader:
             self._pending = chunk[len(take) :]
         return b"".join(parts)
 
-    def read_all(self) -> bytes:
-        return self._pending + b"".join(self._chunks)
+    def pieces(self, size: int) -> Iterator[bytes]:
+        """The next ``size`` bytes, as the chunks they arrive in."""
+        left = size
+        while left > 0:
+            chunk = self._pending or next(self._chunks, b"")
+            if not chunk:
+                raise OSError("the archive ended early")
+            piece, self._pending = chunk[:left], chunk[left:]
+            left -= len(piece)
+            yield piece
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            rest = self._pending + b"".join(self._chunks)
+            self._pending = b""
+            return rest
+        if not self._pending:
+            self._pending = next(self._chunks, b"")
+        piece, self._pending = self._pending[:size], self._pending[size:]
+        return piece
+
+
+class _StreamFile(io.RawIOBase):
+    """``header`` then the rest of a ``_ChunkReader``, as a file for tarfile's stream mode."""
+
+    def __init__(self, header: bytes, rest: _ChunkReader) -> None:
+        self._header = header
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        piece = self._header[: len(buffer)] if self._header else self._rest.read(len(buffer))
+        self._header = self._header[len(piece) :]
+        buffer[: len(piece)] = piece
+        return len(piece)
 
 
 def _write_file(client: docker.DockerClient, container_id: str, path: str, data: bytes) -> None:
