@@ -3,11 +3,53 @@
 One line per step and per hook point, with its status and duration, so a CI
 log shows where time went and what failed.  Secret inputs are already masked
 in the events themselves.
+
+**Terminal safety.**  Much of what these lines show comes from the sandbox or
+from input values: a failing step's stderr, step titles, hook error messages.
+Printed raw, that text could retitle the terminal (OSC), move the cursor,
+clear the screen, or print a fake ``    [1] tests passed ok`` line.  So every
+line goes through :func:`terminal_safe` before it is written:
+
+- C0 controls (U+0000-U+001F), DEL (U+007F) and C1 controls (U+0080-U+009F)
+  are shown as ``\\xNN`` (ESC is ``\\x1b``), except tab, carriage return and
+  newline, shown as ``\\t``, ``\\r`` and ``\\n``;
+- bidirectional overrides, embeddings, isolates and marks (U+061C, U+200E,
+  U+200F, U+202A-U+202E, U+2066-U+2069), the Unicode line and paragraph
+  separators (U+2028, U+2029) and lone surrogates are shown as ``\\uNNNN``.
+
+**Newlines: one event, one line.**  A newline inside a field (a multi-line
+stderr excerpt, a multi-line exception message) is shown as a visible ``\\n``
+on the same line, never as a line break, so sandbox text cannot start a line
+of its own and pass for a progress line.  The CLI's closing ``runner: ...``
+messages and the ``--parallel`` summary table use the same function.
+Backslashes are left as they are (titles such as ``printf '%s\\n'`` stay
+readable), so the display is not reversible: the exact text, control
+characters included, is in the ``--json`` events and in the results, which
+are never escaped here (JSON escapes control characters itself).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, TextIO
+
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every terminal control, newline and bidi control shown as a visible escape."""
+    return _UNSAFE.sub(_escape, text)
 
 
 class ProgressPrinter:
@@ -18,7 +60,9 @@ class ProgressPrinter:
         self.prefix = prefix
 
     def _write(self, text: str) -> None:
-        self.stream.write(self.prefix + text + "\n")
+        # The whole line is escaped: the runner's own words hold no controls,
+        # and every field (title, error, names) is covered, future ones too.
+        self.stream.write(terminal_safe(self.prefix + text) + "\n")
         self.stream.flush()
 
     def __call__(self, event: dict[str, Any]) -> None:

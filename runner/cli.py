@@ -239,7 +239,7 @@ async def _run_parallel(
     as_json: bool,
 ) -> int:
     """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
-    from ._progress import ProgressPrinter
+    from ._progress import ProgressPrinter, terminal_safe
     from ._run import run_many
 
     emit_json = _json_writer(as_json)
@@ -277,7 +277,7 @@ async def _run_parallel(
         detail = outcome.messages[0] if outcome.messages else ""
         click.echo(
             f"  {index + 1:>4}  {status:<8}{outcome.exit_code:>4}  "
-            f"{outcome.duration_seconds:>7.2f}s  {detail[:100]}",
+            f"{outcome.duration_seconds:>7.2f}s  {terminal_safe(detail[:100])}",
             err=True,
         )
         if outcome.text is not None and not as_json:
@@ -303,7 +303,7 @@ async def _run_session(
     compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool
 ) -> int:
     from ._events import listen
-    from ._progress import ProgressPrinter
+    from ._progress import ProgressPrinter, terminal_safe
     from ._run import run_once
 
     emit_json = _json_writer(as_json)
@@ -317,7 +317,7 @@ async def _run_session(
         outcome, interrupted = await _until_signal(run_once(compiled.agent, values, prompt=prompt))
     code = outcome.exit_code if outcome is not None else EXIT_FAILED
     for message in outcome.messages if outcome is not None else []:
-        click.echo(f"runner: {message}", err=True)
+        click.echo(f"runner: {terminal_safe(message)}", err=True)
     if interrupted:
         click.echo("runner: interrupted; the session was closed", err=True)
         code = EXIT_INTERRUPTED

@@ -21,6 +21,21 @@ from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
 from runner.sandboxes.local import DangerousLocalWarning
 
 TEST_IMAGE = os.environ.get("RUNNER_TEST_IMAGE", "sandbox-runner-test:latest")
+#: Images without a full Python (scripts/docker-up builds them too): python3-minimal
+#: only (no json module), and busybox-static alone (no bash, no python).
+TEST_IMAGE_MINIMAL = os.environ.get(
+    "RUNNER_TEST_IMAGE_MINIMAL", "sandbox-runner-test-minimal:latest"
+)
+TEST_IMAGE_BUSYBOX = os.environ.get(
+    "RUNNER_TEST_IMAGE_BUSYBOX", "sandbox-runner-test-busybox:latest"
+)
+
+
+@pytest.fixture(scope="session")
+def image_tags() -> dict[str, str]:
+    """The tags of the three test images, by kind: ``full`` (the default test image,
+    python3 and git), ``minimal`` (python3-minimal only) and ``busybox``."""
+    return {"full": TEST_IMAGE, "minimal": TEST_IMAGE_MINIMAL, "busybox": TEST_IMAGE_BUSYBOX}
 
 
 @pytest.fixture
