@@ -17,6 +17,7 @@ async def test_commands_run_under_the_helper(docker_backend) -> None:
     env = docker_backend.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         assert session.sandbox.channel is not None
+        assert session.sandbox.channel.sealed  # out of the commands' reach
         result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
     assert result.stdout.startswith("python3 -u -c")
 
@@ -148,30 +149,6 @@ async def test_big_files_round_trip_exactly(docker_backend) -> None:
         assert await session.sandbox.read_file("big/blob.bin") == payload
         size = await session.sandbox.execute("stat -c %s big/blob.bin")
     assert size.stdout.strip() == str(len(payload))
-
-
-async def test_forged_frames_end_the_channel_instead_of_filling_memory(docker_backend) -> None:
-    import resource
-
-    forge = (
-        "python3 -c 'import json, struct, sys; "
-        'h = json.dumps({"id": 999}).encode(); '
-        'f = open("/proc/%s/fd/1" % sys.argv[1], "wb"); '
-        'f.write(struct.pack(">I", len(h)) + h + struct.pack(">Q", 1 << 40)); f.flush()\' $PPID; '
-        "cat /dev/zero > /proc/$PPID/fd/1"
-    )
-    events: list[dict] = []
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    env = docker_backend.environment()
-    with agents.listen(events.append):
-        async with await agents.Agent(model="m", environment=env).start_session() as session:
-            with anyio.fail_after(60):
-                forged = await session.sandbox.execute(forge, timeout_seconds=5)
-            assert forged.exit_code == 255
-            after = await session.sandbox.execute("echo fine")
-    assert after.stdout == "fine\n"
-    assert [e["event"] for e in events].count("exec_channel_lost") == 1
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
 
 
 async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(docker_backend) -> None:

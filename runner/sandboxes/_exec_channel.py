@@ -10,14 +10,21 @@ request waiting for it.
 If the helper cannot start (no python3 in the image) or dies, the channel
 says so with ``ChannelError`` and the sandbox goes back to one exec per
 command: it never hangs, because every wait has a deadline.
+
+Everything read from the container may be forged by the agent, so an answer
+is used only if it answers a request in flight (ids are random, so none can
+be guessed) and has exactly the fields and types the helper sends, with
+lengths that fit its body (``check_answer``).  Anything else ends the
+channel: the request in flight gets ``ChannelError`` at once, and the
+sandbox goes back to one exec per command.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
+import secrets
 import select
 import socket
 import struct
@@ -46,6 +53,7 @@ class ChannelError(Exception):
 
 @dataclass
 class _Pending:
+    request: dict[str, Any]  # what was asked: its answer is checked against it
     done: threading.Event = field(default_factory=threading.Event)
     header: dict[str, Any] | None = None
     body: bytes = b""
@@ -60,7 +68,6 @@ class ExecChannel:
         #: forged frames into the helper's stdout) ends the channel.
         self.max_body_bytes = max_body_bytes
         self.container_id = container_id
-        self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -91,18 +98,29 @@ class ExecChannel:
         )
         self._reader.start()
         header, _ = self.request({"op": "ping"}, timeout=START_TIMEOUT_SECONDS)
-        self.found: dict[str, bool] = header.get("found", {})
+        if "error" in header:
+            raise ChannelError(f"the helper failed to start: {header['message'][:500]}")
+        self.found: dict[str, bool] = header["found"]
+        #: Whether the helper made itself non-dumpable, out of the commands'
+        #: reach (see ``seal`` in the helper).
+        self.sealed: bool = header["sealed"]
 
     def request(
         self, header: dict[str, Any], body: bytes = b"", *, timeout: float
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait (blocking) for its answer."""
+        if header["op"] not in ANSWER_FIELDS:
+            raise ValueError(f"unknown op {header['op']!r}")
         deadline = time.monotonic() + timeout
-        request_id = next(self._ids)
-        pending = _Pending()
+        pending = _Pending(header)
         with self._lock:  # checked and registered together: _fail sees it or we see _dead
             if self._dead is not None:
                 raise ChannelError(self._dead)
+            # Random, not sequential: a command that reaches the helper's
+            # stream cannot guess the id of a request in flight.
+            request_id = secrets.randbits(64)
+            while request_id in self._pending:
+                request_id = secrets.randbits(64)
             self._pending[request_id] = pending
         data = json.dumps({**header, "id": request_id}).encode("utf-8")
         frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
@@ -171,14 +189,29 @@ class ExecChannel:
                     message = _take_frame(buffer, max_body=self.max_body_bytes)
                     if message is None:
                         break
-                    header, body = message
-                    with self._lock:
-                        pending = self._pending.get(header.get("id"))
-                    if pending is not None:
-                        pending.header, pending.body = header, body
-                        pending.done.set()
-        except (OSError, EOFError, ValueError) as exc:
+                    self._deliver(*message)
+        except (OSError, EOFError) as exc:
             self._fail(f"the helper's stream ended ({type(exc).__name__})")
+        except ValueError as exc:
+            # Its text may quote the forger: keep it short in logs and results.
+            self._fail(f"a forged or malformed answer ended the channel: {str(exc)[:300]}")
+        except Exception as exc:  # never a dead reader and requests left waiting
+            self._fail(f"reading the helper's answers failed: {type(exc).__name__}: {exc}")
+
+    def _deliver(self, header: Any, body: bytes) -> None:
+        """Hand an answer to its request, or raise ValueError if it answers
+        none in flight (forged: honest ids are random and answered once) or
+        is not what the helper sends."""
+        request_id = header.get("id") if isinstance(header, dict) else None
+        if type(request_id) is not int:
+            raise ValueError("an answer without a request id")
+        with self._lock:
+            pending = self._pending.get(request_id)
+            if pending is None or pending.header is not None:
+                raise ValueError(f"an answer to no request in flight (id {request_id})")
+            check_answer(pending.request, header, body)
+            pending.header, pending.body = header, body
+        pending.done.set()
 
     def _docker_frame(self) -> tuple[int, bytes]:
         header = self._recv_exact(8)
@@ -220,7 +253,76 @@ def _take_frame(buffer: bytearray, *, max_body: int) -> tuple[dict[str, Any], by
         raise ValueError(f"an answer body of {body_size} bytes")
     if len(buffer) < body_at + body_size:
         return None
-    header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))
+    try:
+        header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))
+    except RecursionError as exc:  # JSON nested thousands deep
+        raise ValueError("an answer header nested too deep") from exc
     body = bytes(buffer[body_at : body_at + body_size])
     del buffer[: body_at + body_size]
     return header, body
+
+
+#: The fields of each kind of answer, with their exact types (``bool`` is an
+#: ``int`` subclass, so types are compared exactly, not with isinstance).
+ANSWER_FIELDS: dict[str, dict[str, type]] = {
+    "ping": {"id": int, "ok": bool, "pid": int, "found": dict, "sealed": bool},
+    "exec": {
+        "id": int,
+        "exit_code": int,
+        "timed_out": bool,
+        "stdout_total": int,
+        "stdout_len": int,
+        "stderr_total": int,
+    },
+    "read": {"id": int, "ok": bool},
+    "write": {"id": int, "ok": bool},
+}
+#: Any op may fail instead (the helper's exception, or ``TooLarge``).
+ERROR_FIELDS: dict[str, type] = {"id": int, "error": str, "message": str}
+#: What the helper prints in a stream's cut output besides the kept bytes
+#: ("[... N bytes omitted ...]").
+CUT_MARKER_BYTES = 64
+
+
+def check_answer(request: dict[str, Any], header: dict[str, Any], body: bytes) -> None:
+    """Raise ValueError unless ``header`` and ``body`` are an answer the
+    helper could have sent to ``request``: nothing missing, nothing extra,
+    every type exact, every length possible.  Callers then use the fields
+    without further checks."""
+    op = request["op"]
+    failed = "error" in header
+    fields = ERROR_FIELDS if failed else ANSWER_FIELDS[op]
+    if header.keys() != fields.keys():
+        raise ValueError(f"{op} answer with fields {sorted(header)}, not {sorted(fields)}")
+    for name, kind in fields.items():
+        if type(header[name]) is not kind:
+            raise ValueError(f"{op} answer with {name} of type {type(header[name]).__name__}")
+    if header.get("ok") is False:
+        raise ValueError(f"{op} answer with ok false")
+    if failed or op in ("ping", "write"):
+        if body:
+            raise ValueError(f"{op} answer with a body")
+    elif op == "exec":
+        _check_exec(header, len(body))
+    elif request.get("max_bytes") is not None and len(body) > request["max_bytes"]:
+        raise ValueError(f"read answer of {len(body)} bytes, over the {request['max_bytes']} asked")
+    if op == "ping" and not failed:
+        found = header["found"]
+        flags = all(type(value) is bool for value in found.values())
+        if found.keys() != {"bash", "timeout", "sleep"} or not flags:
+            raise ValueError("ping answer with other found flags")
+
+
+def _check_exec(header: dict[str, Any], body_size: int) -> None:
+    """An exec answer's numbers must be ones a real command could give."""
+    code, stdout_len = header["exit_code"], header["stdout_len"]
+    if not 0 <= code <= 255 or (header["timed_out"] and code != 124):
+        raise ValueError(f"exit code {code} (timed out: {header['timed_out']})")
+    if not 0 <= stdout_len <= body_size:
+        raise ValueError(f"stdout of {stdout_len} bytes in a body of {body_size}")
+    for name, kept in (("stdout", stdout_len), ("stderr", body_size - stdout_len)):
+        total = header[f"{name}_total"]
+        # All of it was kept, or it was cut: then at most the cut marker more.
+        cut = min(kept, total) > 0 and kept <= total + CUT_MARKER_BYTES
+        if not (kept == total or cut) or total >= 1 << 63:
+            raise ValueError(f"{name} of {kept} bytes kept out of {total}")

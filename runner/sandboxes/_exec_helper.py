@@ -10,8 +10,15 @@ Frames, both ways: a 4-byte big-endian header length, the header as JSON, an
 each; every command gets its own process group, timeout, cwd and env, and
 its output is kept up to a cap (head and tail), so a command printing 1 GB
 costs bounded memory; the totals are reported.
+
+The commands it runs are hostile and, in most images, the same user as the
+helper (root).  So the helper seals itself (``seal``) against them reaching
+its stream, and opens files so that a FIFO, a device or a symlink swapped in
+cannot block or mislead it (``open_regular``).  Everything it sends is still
+checked by the runner, which trusts nothing it reads.
 """
 
+import errno
 import json
 import os
 import signal
@@ -26,6 +33,44 @@ from shutil import which
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer
 WRITE_LOCK = threading.Lock()
+PR_SET_DUMPABLE = 4
+SEALED = False  # set by main(): whether seal() worked, reported by ping
+#: Never block (a FIFO with nobody at the other end), never follow a symlink
+#: swapped in after the path was resolved, never leak the descriptor into a
+#: command.
+OPEN_FLAGS = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def seal():
+    """Make this process non-dumpable; True if that worked.
+
+    A command running as the helper's user (root, usually) could otherwise
+    open /proc/<helper>/fd/0 and fd/1 to read requests (ids, other commands'
+    env) and write answers in the helper's place, read its memory, or ptrace
+    it.  The kernel allows all of these on a non-dumpable process only with
+    CAP_SYS_PTRACE, which Docker does not grant by default.  Commands are not
+    affected: exec makes them dumpable again.  Without ctypes, a change of
+    effective gid does the same: the kernel then resets the flag to
+    fs.suid_dumpable (0 or 2 both mean not dumpable by the user).  If neither
+    works, the runner's checks of every answer stand alone.
+    """
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+            return True
+    except Exception:  # a Python without ctypes (built without libffi)
+        pass
+    try:
+        with open("/proc/sys/fs/suid_dumpable") as handle_:
+            if handle_.read().strip() == "1":
+                return False
+        gid = os.getegid()
+        os.setegid(65534 if gid != 65534 else 0)  # needs CAP_SETGID (root)
+        os.setegid(gid)
+        return True
+    except Exception:
+        return False
 
 
 def send(header, body=b""):
@@ -150,6 +195,62 @@ def run_command(request):
     return header, stdout, stderr
 
 
+def open_regular(path, flags):
+    """Open ``path`` and return the descriptor, if (and only if) it is a regular file.
+
+    Checked with fstat on the open descriptor, not with stat before opening:
+    a command can swap the file for a FIFO in between, and a blocking open
+    of a FIFO waits for ever for the other end.  O_NONBLOCK makes that open
+    return at once, so the check sees what was really opened, and nothing is
+    read, written or truncated before it passed.
+
+    Symbolic links are followed as the archive path follows them (the
+    container is the sandbox: a link cannot lead out of it), by resolving the
+    path first; the open itself then follows none, so a link swapped in after
+    the resolution is an error, not a detour.
+    """
+    resolved = os.path.realpath(path)
+    try:
+        fd = os.open(resolved, flags | OPEN_FLAGS, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError("a symbolic link appeared while opening: " + path) from None
+        if exc.errno == errno.ENXIO:  # opened for writing: a FIFO nobody reads
+            raise OSError("not a regular file: " + path) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        raise OSError("not a regular file: " + path)  # a FIFO, a device, a socket
+    return fd
+
+
+def read_file(path, limit):
+    """The file's bytes, or None if it is longer than ``limit`` (None: no limit)."""
+    fd = open_regular(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle_:
+        if limit is not None and os.fstat(fd).st_size > limit:
+            return None
+        # At most one byte past the limit: the file may grow while it is read.
+        data = handle_.read(-1 if limit is None else limit + 1)
+    if limit is not None and len(data) > limit:
+        return None
+    return data
+
+
+def write_file(path, data):
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    fd = open_regular(path, os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "wb") as handle_:
+        os.ftruncate(fd, 0)  # only now that it is known to be a regular file
+        handle_.write(data)
+        os.fchmod(fd, 0o644)
+
+
 def handle(header, body):
     request_id = header.get("id")
     try:
@@ -158,35 +259,23 @@ def handle(header, body):
             # Also what the sandbox needs to know about the image, so starting
             # the helper doubles as the image probe.
             found = {name: bool(which(name)) for name in ("bash", "timeout", "sleep")}
-            send({"id": request_id, "ok": True, "pid": os.getpid(), "found": found})
+            send(
+                {"id": request_id, "ok": True, "pid": os.getpid(), "found": found, "sealed": SEALED}
+            )
         elif op == "exec":
             result, stdout, stderr = run_command(header)
             result["id"] = request_id
             result["stdout_len"] = len(stdout)
             send(result, stdout + stderr)
         elif op == "read":
-            path = header["path"]
-            info = os.stat(path)
-            if stat.S_ISDIR(info.st_mode):
-                raise IsADirectoryError(path)
-            if not stat.S_ISREG(info.st_mode):  # a FIFO or a device never ends
-                raise OSError("not a regular file: " + path)
-            size = info.st_size
-            limit = header.get("max_bytes")
-            if limit is not None and size > limit:
-                send({"id": request_id, "error": "TooLarge", "message": str(size)})
+            data = read_file(header["path"], header.get("max_bytes"))
+            if data is None:
+                message = "over {} bytes".format(header["max_bytes"])
+                send({"id": request_id, "error": "TooLarge", "message": message})
                 return
-            with open(path, "rb") as handle_:
-                data = handle_.read()
             send({"id": request_id, "ok": True}, data)
         elif op == "write":
-            path = header["path"]
-            parent = os.path.dirname(path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(path, "wb") as handle_:
-                handle_.write(body)
-            os.chmod(path, 0o644)
+            write_file(header["path"], body)
             send({"id": request_id, "ok": True})
         else:
             send({"id": request_id, "error": "ValueError", "message": "unknown op " + op})
@@ -195,6 +284,8 @@ def handle(header, body):
 
 
 def main():
+    global SEALED
+    SEALED = seal()
     while True:
         try:
             size = struct.unpack(">I", read_exact(4))[0]
