@@ -34,7 +34,16 @@ async def test_containers_are_hardened_and_labelled(docker_backend, docker_clien
     assert host["PidsLimit"] == 64
     assert host["Memory"] == 256 * 1024 * 1024
     assert host["NanoCpus"] == 500_000_000
-    assert set(host["CapDrop"]) == {"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"}
+    assert host["CapDrop"] == ["ALL"]
+    assert set(host["CapAdd"]) == {
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "SETUID",
+        "SETGID",
+        "KILL",
+    }
     assert host["Privileged"] is False
     assert attrs["Mounts"] == []  # no Docker socket, no host path
     assert not host.get("Binds")
@@ -44,6 +53,34 @@ async def test_containers_are_hardened_and_labelled(docker_backend, docker_clien
     assert labels[LABEL_OWNER_PID] == str(os.getpid())
     assert abs(int(labels[LABEL_EXPIRES]) - (time.time() + 86400)) < 60
     assert attrs["Config"]["WorkingDir"] == "/workspace"
+
+
+async def test_default_options_limit_cpu_memory_processes_and_capabilities(
+    docker_backend, docker_client
+) -> None:
+    """What a container gets when the file says nothing, read back from the engine
+    and from inside (the kernel's view of the capabilities of a root command)."""
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        attrs = docker_client.api.inspect_container(session.sandbox.container_id)
+        status = await session.sandbox.execute("grep CapEff /proc/self/status")
+        mknod = await session.sandbox.execute("mknod /tmp/dev c 1 3")
+    host = attrs["HostConfig"]
+    assert host["NanoCpus"] == 2_000_000_000
+    assert host["Memory"] == 2 * 1024**3
+    assert host["PidsLimit"] == 512
+    effective = int(status.stdout.split()[1], 16)
+    granted = {
+        0: "CHOWN",
+        1: "DAC_OVERRIDE",
+        3: "FOWNER",
+        4: "FSETID",
+        5: "KILL",
+        6: "SETGID",
+        7: "SETUID",
+    }
+    assert effective == sum(1 << bit for bit in granted)
+    assert mknod.exit_code != 0  # MKNOD is not among them
 
 
 async def test_no_network_means_no_interface_but_loopback(docker_backend) -> None:

@@ -74,7 +74,17 @@ LABEL_OWNER_PID = "sandbox-runner.owner-pid"
 LABEL_OWNER_START = "sandbox-runner.owner-start"
 #: Capabilities a sandbox never needs; the rest of Docker's default set stays
 #: so package managers and git work as root inside the container.
-DROPPED_CAPABILITIES = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP")
+#: Every capability is dropped, then only these are given back, each for a
+#: reason (commands run as root in the container, as package installs need):
+#: CHOWN, DAC_OVERRIDE, FOWNER, FSETID - root may own, read and write any file
+#: of the image and keep file modes (dpkg, pip, git); SETUID, SETGID - switch
+#: to another user (apt's sandbox user, su in a setup script); KILL - signal
+#: processes of other users (timeouts and pool cleanup of their process
+#: groups).  Left out of Docker's default set: NET_RAW, NET_BIND_SERVICE,
+#: MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP, SYS_CHROOT.
+CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+#: The CPU limit when none is given: a runaway command cannot take every core.
+DEFAULT_CPUS = 2.0
 #: Files up to this size travel over the exec channel; bigger ones as tar
 #: archives through the Engine API, which moves them faster.
 CHANNEL_FILE_LIMIT = 4 << 20
@@ -191,7 +201,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         setup_script: str | None = None,
         setup_script_timeout_seconds: float = 300,
         memory: str | None = "2g",
-        cpus: float | None = None,
+        cpus: float | None = DEFAULT_CPUS,
         pids_limit: int = 512,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -270,7 +280,8 @@ class LocalDockerSandbox(SandboxEnvironment):
             "environment": self.env,
             "init": True,
             "security_opt": ["no-new-privileges"],
-            "cap_drop": list(DROPPED_CAPABILITIES),
+            "cap_drop": ["ALL"],
+            "cap_add": list(CAPABILITIES),
             "pids_limit": self.pids_limit,
             "detach": True,
         }
