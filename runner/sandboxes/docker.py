@@ -576,7 +576,11 @@ class DockerSandbox(Sandbox):
         )
         duration = time.perf_counter() - started
         abandoned = exit_code is None
-        timed_out = abandoned or (exit_code in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout)
+        # 124 from GNU timeout; 143/137 from busybox's, which sends TERM (then
+        # KILL) and exits with the command's own status.
+        timed_out = abandoned or (
+            exit_code in (TIMEOUT_EXIT_CODE, 128 + 15, 128 + 9) and duration >= timeout
+        )
         note = (
             f"runner: the command outlived its {timeout:g} s timeout by "
             f"{HOST_GRACE_SECONDS:g} s (something in the sandbox stopped it from being "
