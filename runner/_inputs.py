@@ -304,18 +304,6 @@ def _with_defaults(schema: Mapping[str, Any], value: Any) -> Any:
     return value
 
 
-def _strings(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
-    """(dotted path, string) for every string inside ``value``."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}.{index}" if path else str(index))
-
-
 def _scalar_text(value: Any) -> str | None:
     """A scalar as a template prints it (``true``, ``-5``, ``2.5``); None for the rest.
 
@@ -355,7 +343,7 @@ def _reject_leading_dash(value: Any, *, input_id: str, consumer: str | None) -> 
 
 def _reject_nul(value: Any, *, input_id: str, consumer: str | None) -> None:
     """No string may hold NUL: no command line or file name can carry one."""
-    for path, text in _strings(value):
+    for path, text in _scalars(value):  # (a number's text never holds one)
         if "\0" in text:
             who = f"{consumer}: " if consumer else ""
             where = f" field {path!r}" if path else ""

@@ -2,10 +2,12 @@
 
 Two flavours share one ``SandboxedEnvironment`` setup with ``StrictUndefined``:
 
-- ``shell``: for ``run`` steps.  Jinja's ``finalize`` passes every ``{{ }}``
-  value through ``shlex.quote``, so an input always reaches the shell as one
-  word, whatever it holds.  Lists and mappings are refused (they are not one
-  word: loop over them), and so is NUL.
+- ``shell``: for ``run`` steps.  Jinja's ``finalize`` prints each ``{{ }}``
+  value as a sentinel word; ``Template.render`` checks the exact text with
+  ``shell_check`` and then puts each value in as one single-quoted word, so
+  an input reaches the shell as one word of data, whatever it holds.  Lists
+  and mappings are refused (they are not one word: loop over them), and so
+  is NUL.
 - ``text``: for ``write`` content, ``env`` values and paths: values are
   inserted as they are (NUL still refused).
 
