@@ -71,20 +71,64 @@ def main() -> None:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def validate(files: tuple[str, ...]) -> None:
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "github", "json"]),
+    default="text",
+    show_default=True,
+    help="text: FILE:LINE:COL lines; github: ::error annotations; json: one JSON document.",
+)
+def validate(files: tuple[str, ...], output_format: str) -> None:
     """Check FILES against the schema and compile them; print every problem."""
     from .config import validate_file
 
-    total = 0
-    for file in files:
-        problems = validate_file(file)
-        total += len(problems)
+    results = {file: validate_file(file) for file in files}
+    total = sum(len(problems) for problems in results.values())
+    if output_format == "json":
+        click.echo(json.dumps({"ok": total == 0, "files": _problems_as_json(results)}, indent=2))
+    for file, problems in results.items():
         for problem in problems:
-            click.echo(str(problem), err=True)
-        if not problems:
+            if output_format == "github":
+                click.echo(_github_annotation(problem))
+            elif output_format == "text":
+                click.echo(str(problem), err=True)
+        if not problems and output_format == "text":
             click.echo(f"{file}: ok")
     if total:
         _fail(f"{total} problem(s) in {len(files)} file(s)")
+
+
+def _problems_as_json(results: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "file": file,
+            "problems": [
+                {
+                    "line": p.line,
+                    "column": p.column,
+                    "message": p.message,
+                    "path": ".".join(map(str, p.path)) if p.path else None,
+                }
+                for p in problems
+            ],
+        }
+        for file, problems in results.items()
+    ]
+
+
+def _github_annotation(problem: Any) -> str:
+    """A GitHub Actions workflow command: the problem shows on the file's line in a PR."""
+
+    def escape(text: str, *, property_value: bool = False) -> str:
+        text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
+
+    where = f" (at {'.'.join(map(str, problem.path))})" if problem.path else ""
+    return (
+        f"::error file={escape(problem.file, property_value=True)},line={problem.line},"
+        f"col={problem.column}::{escape(problem.message + where)}"
+    )
 
 
 def _input_options(function: Any) -> Any:
@@ -105,15 +149,39 @@ def _input_options(function: Any) -> Any:
     return function
 
 
-def _compile(file: str, output_dir: str | None = None) -> Any:
+def _backend_options(function: Any) -> Any:
+    function = click.option(
+        "--image", help="Docker image to use instead of the file's (sandbox docker or mistral)."
+    )(function)
+    function = click.option(
+        "--sandbox",
+        type=click.Choice(["none", "local", "docker", "mistral"]),
+        help="Run on this sandbox instead of the file's; options it has no use for are ignored.",
+    )(function)
+    return function
+
+
+def _compile(
+    file: str,
+    output_dir: str | None = None,
+    *,
+    sandbox: str | None = None,
+    image: str | None = None,
+) -> Any:
     from .config import ConfigError, compile_file
+    from .config.overrides import OverrideError
 
     try:
-        return compile_file(file, output_dir=output_dir)
+        compiled = compile_file(file, output_dir=output_dir, sandbox=sandbox, image=image)
+    except OverrideError as exc:
+        _fail(str(exc))
     except ConfigError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         _fail(f"{len(exc.problems)} problem(s) in {file}")
+    for note in compiled.notes:
+        click.echo(f"runner: {note}", err=True)
+    return compiled
 
 
 def _input_values(compiled: Any, assignments: tuple[str, ...], files: tuple[str, ...]) -> Any:
@@ -129,12 +197,19 @@ def _input_values(compiled: Any, assignments: tuple[str, ...], files: tuple[str,
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_input_options
-def render(file: str, assignments: tuple[str, ...], input_files: tuple[str, ...]) -> None:
+@_backend_options
+def render(
+    file: str,
+    assignments: tuple[str, ...],
+    input_files: tuple[str, ...],
+    sandbox: str | None,
+    image: str | None,
+) -> None:
     """Print every command each hook would run, in lifecycle order; create nothing."""
     from ._errors import AgentsError
     from .config.render import render_plan
 
-    compiled = _compile(file)
+    compiled = _compile(file, sandbox=sandbox, image=image)
     values = _input_values(compiled, assignments, input_files)
     try:
         steps = render_plan(compiled, values)
@@ -182,6 +257,10 @@ def render(file: str, assignments: tuple[str, ...], input_files: tuple[str, ...]
     show_default=True,
     help="With --input-sets: how many sessions run at once.",
 )
+@_backend_options
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress lines and no warnings; errors still show."
+)
 def run(
     file: str,
     assignments: tuple[str, ...],
@@ -192,6 +271,9 @@ def run(
     as_json: bool,
     input_sets: str | None,
     parallel: int,
+    sandbox: str | None,
+    image: str | None,
+    quiet: bool,
 ) -> None:
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
 
@@ -205,13 +287,23 @@ def run(
     if prompt_file is not None:
         prompt = prompt_file.read()
 
-    compiled = _compile(file, output_dir=str(Path(output_dir).resolve()))
+    compiled = _compile(
+        file, output_dir=str(Path(output_dir).resolve()), sandbox=sandbox, image=image
+    )
     values = _input_values(compiled, assignments, input_files)
+    if compiled.agent.environment.backend == "local" and not quiet and sandbox != "local":
+        click.echo(
+            "runner: warning: sandbox local runs every command on this machine with your "
+            "rights (no isolation); --sandbox docker isolates them, --sandbox local or "
+            "--quiet silences this",
+            err=True,
+        )
     if input_sets is None:
-        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json))
+        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet))
     sets = _load_input_sets(input_sets, base=values)
+    overrides = {"sandbox": sandbox, "image": image}
     code = anyio.run(
-        _run_parallel, file, Path(output_dir).resolve(), sets, prompt, parallel, as_json
+        _run_parallel, file, Path(output_dir).resolve(), sets, prompt, parallel, as_json, overrides
     )
     sys.exit(code)
 
@@ -237,6 +329,7 @@ async def _run_parallel(
     prompt: str | None,
     parallel: int,
     as_json: bool,
+    overrides: dict[str, str | None],
 ) -> int:
     """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
     from ._progress import ProgressPrinter, terminal_safe
@@ -245,7 +338,7 @@ async def _run_parallel(
     emit_json = _json_writer(as_json)
     # Compiled once per set: each set's save: steps write into its own folder.
     agents = [
-        _compile(file, output_dir=str(output_dir / str(index + 1))).agent
+        _compile(file, output_dir=str(output_dir / str(index + 1)), **overrides).agent
         for index in range(len(sets))
     ]
 
@@ -300,7 +393,7 @@ async def _run_parallel(
 
 
 async def _run_session(
-    compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool
+    compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool, quiet: bool = False
 ) -> int:
     from ._events import listen
     from ._progress import ProgressPrinter, terminal_safe
@@ -310,7 +403,8 @@ async def _run_session(
     printer = ProgressPrinter(sys.stderr)
 
     def on_event(event: dict[str, Any]) -> None:
-        printer(event)
+        if not quiet:
+            printer(event)
         emit_json(event)
 
     with listen(on_event):

@@ -13,10 +13,25 @@ from .errors import ConfigError, ConfigProblem
 from .yaml_loader import load_file
 
 
-def compile_file(path: str | Path, *, output_dir: str | Path | None = None) -> CompiledConfig:
-    """Load and compile a YAML file; raise ``ConfigError`` listing every problem."""
+def compile_file(
+    path: str | Path,
+    *,
+    output_dir: str | Path | None = None,
+    sandbox: str | None = None,
+    image: str | None = None,
+) -> CompiledConfig:
+    """Load and compile a YAML file; raise ``ConfigError`` listing every problem.
+
+    ``sandbox`` and ``image`` replace the file's choices (see ``overrides``);
+    what they leave out is in the result's ``notes``.
+    """
+    from .overrides import apply_overrides
+
     document = load_file(path)
-    return compile_document(document, output_dir=Path(output_dir) if output_dir else None)
+    document.data, notes = apply_overrides(document.data, sandbox=sandbox, image=image)
+    compiled = compile_document(document, output_dir=Path(output_dir) if output_dir else None)
+    compiled.notes = notes
+    return compiled
 
 
 def load(path: str | Path, *, output_dir: str | Path | None = None):  # type: ignore[no-untyped-def]

@@ -96,7 +96,7 @@ class DeclaredInput:
 class CompiledConfig:
     """What a YAML file compiles to: the agent, its inputs and its file paths."""
 
-    __slots__ = ("agent", "inputs", "path", "paths")
+    __slots__ = ("agent", "inputs", "notes", "path", "paths")
 
     def __init__(
         self, *, path: Path, agent: Any, inputs: dict[str, DeclaredInput], paths: Paths
@@ -105,6 +105,8 @@ class CompiledConfig:
         self.agent = agent  # a runner.Agent
         self.inputs = inputs
         self.paths = paths
+        #: What command-line overrides left out of the file (for the user to see).
+        self.notes: list[str] = []
 
 
 class _Compiler:

@@ -1,0 +1,53 @@
+"""``--sandbox`` and ``--image``: run one file on another backend without editing it.
+
+A CI job runs the file on Docker, a laptop on the local sandbox.  Switching
+backends keeps the hooks and the options every backend takes, and leaves out
+the options of the old backend that the new one has no use for (a Docker
+``memory`` means nothing to the local sandbox); they are named in the notes,
+so the switch is never silent.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .compiler import BACKEND_OPTIONS, COMMON_OPTIONS
+
+BACKENDS = tuple(BACKEND_OPTIONS)
+
+
+class OverrideError(ValueError):
+    """An override that cannot apply (``--image`` for a backend without images)."""
+
+
+def apply_overrides(
+    data: Any, *, sandbox: str | None = None, image: str | None = None
+) -> tuple[Any, list[str]]:
+    """A copy of the document's data with the overrides applied, and notes on what changed."""
+    if (sandbox is None and image is None) or not isinstance(data, dict):
+        return data, []
+    data = copy.deepcopy(data)
+    agent = data.setdefault("agent", {})
+    if not isinstance(agent, dict):
+        return data, []  # the schema check reports it
+    environment = agent.get("environment")
+    if not isinstance(environment, dict):
+        environment = {"sandbox": "none"}
+    notes: list[str] = []
+    backend = environment.get("sandbox", "none")
+    if sandbox is not None and sandbox != backend:
+        allowed = COMMON_OPTIONS | BACKEND_OPTIONS[sandbox]
+        if sandbox == "none":
+            allowed = allowed - {"hooks"}  # hooks never run without a sandbox
+        dropped = sorted(key for key in environment if key not in allowed and key != "sandbox")
+        environment = {k: v for k, v in environment.items() if k in allowed}
+        environment["sandbox"] = backend = sandbox
+        if dropped:
+            notes.append(f"--sandbox {sandbox}: ignoring {', '.join(dropped)} of the file")
+    if image is not None:
+        if "image" not in BACKEND_OPTIONS.get(backend, set()):
+            raise OverrideError(f"--image applies to sandbox docker or mistral, not {backend}")
+        environment["image"] = image
+    agent["environment"] = environment
+    return data, notes
