@@ -150,8 +150,8 @@ def resolve_inputs(
         if input_id not in given:
             raise SessionInputError(
                 f"{dependency.consumer} needs session input {input_id!r} "
-                f"({dependency.input_class.__qualname__}), which was not given; pass "
-                f"session_inputs={{{input_id!r}: {dependency.input_class.__qualname__}(...)}}",
+                f"({dependency.input_class.__qualname__}), which was not given; "
+                + _how_to_pass(dependency.input_class),
                 input_id=input_id,
             )
         value = given[input_id]
@@ -181,3 +181,19 @@ def resolve_inputs(
             )
         resolved[key] = value
     return resolved
+
+
+def _how_to_pass(input_class: type[SessionInput]) -> str:
+    """The advice of a "not given" error, for whoever can give the input.
+
+    Only inputs declared in a YAML file can be given on the command line
+    (``--input`` knows declared ids only), and the CLI meets this error inside
+    a run it only reports; so those get the flags first, and the Python form
+    after.  Inputs of Python classes keep the Python advice alone.
+    """
+    input_id, name = input_class.input_id, input_class.__qualname__
+    if not input_class.__from_schema__:
+        return f"pass session_inputs={{{input_id!r}: {name}(...)}}"
+    fields = input_class.json_schema().get("required") or ["FIELD"]
+    flags = " ".join(f"--input {input_id}.{field}=VALUE" for field in fields)
+    return f"pass {flags} or --inputs FILE (in Python: session_inputs={{{input_id!r}: {{...}}}})"

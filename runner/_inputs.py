@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,7 +87,11 @@ def _validate(
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
-    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    errors = list(Draft202012Validator(schema).iter_errors(value))
+    # A misspelt field is the likeliest mistake, and the error that says so
+    # (not "'repository' is a required property") is the one to report.
+    misspelt = next((e for e in errors if _unknown_field(e)), None)
+    error = misspelt or best_match(errors)
     if error is None:
         return
     location = ".".join(str(p) for p in error.absolute_path)
@@ -95,12 +100,57 @@ def _validate(
     reason = (
         f"it fails the schema's {error.validator!r} rule (the value is secret and not shown)"
         if secret
-        else error.message
+        else (_unknown_field(error) or error.message)
     )
     raise SessionInputError(
         f"{who}session input {input_id!r}{field} is invalid: {reason}",
         input_id=input_id,
     )
+
+
+def _unknown_field(error: Any) -> str | None:
+    """``unknown field 'repo'; did you mean 'repository'?`` for an error a misspelt key caused.
+
+    Two errors show one: ``additionalProperties: false`` refusing a key, and a
+    missing required field with an undeclared key close to its name (schemas
+    that allow extra keys).  None for every other error.
+    """
+    instance, schema = error.instance, error.schema
+    if not isinstance(instance, Mapping) or not isinstance(schema, Mapping):
+        return None
+    declared = [str(k) for k in schema.get("properties") or {}]
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        candidates = declared  # with no close name, jsonschema's message names the keys
+    elif error.validator == "required":
+        candidates = [f for f in error.validator_value if f not in instance]
+    else:
+        return None
+    patterns = schema.get("patternProperties") or {}
+    undeclared = [
+        str(k)
+        for k in instance
+        if k not in declared and not any(re.search(p, str(k)) for p in patterns)
+    ]
+    for key in undeclared:
+        if close := closest(key, candidates):
+            others = ", ".join(repr(k) for k in undeclared if k != key)
+            more = f" (also unknown: {others})" if others else ""
+            return f"unknown field {key!r}; did you mean {close!r}?{more}"
+    return None
+
+
+def closest(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that ``name`` is likely a misspelling or a shortening of.
+
+    difflib alone misses shortenings (``repo`` for ``repository``).
+    """
+    import difflib
+
+    names = list(names)
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return close[0]
+    return next((n for n in names if len(name) >= 3 and n.startswith(name)), None)
 
 
 class SessionInput:

@@ -207,7 +207,7 @@ def render(
 ) -> None:
     """Print every command each hook would run, in lifecycle order; create nothing."""
     from ._errors import AgentsError
-    from .config.render import render_plan
+    from .config.render import plan_text, render_plan
 
     compiled = _compile(file, sandbox=sandbox, image=image)
     values = _input_values(compiled, assignments, input_files)
@@ -215,15 +215,7 @@ def render(
         steps = render_plan(compiled, values)
     except AgentsError as exc:
         _fail(str(exc))
-    if not steps:
-        click.echo("# no hook steps run (no sandbox, or no hooks)")
-    current = None
-    for step in steps:
-        if (step.hook, step.point) != current:
-            current = (step.hook, step.point)
-            click.echo(f"# {step.hook}.{step.point}")
-        prefix = "" if step.kind == "run" else "# "
-        click.echo(prefix + step.text.rstrip("\n"))
+    click.echo(plan_text(steps), nl=False)  # only run commands are not comments
 
 
 @main.command()
@@ -544,7 +536,11 @@ def init(path: str, force: bool) -> None:
     target = Path(path)
     if target.exists() and not force:
         _fail(f"{path} exists; pass --force to overwrite it")
-    target.write_text(STARTER.format(name=path), encoding="utf-8")
+    try:  # a new project's folder may not exist yet: create it
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(STARTER.format(name=path), encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
     click.echo(f"wrote {path}; try: runner render {path} --input demo.task.title=hello")
 
 

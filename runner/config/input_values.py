@@ -1,6 +1,9 @@
 """Session input values from the command line: ``--input`` and ``--inputs``.
 
 - ``--inputs FILE`` (YAML or JSON): a mapping from input_id to that input's value.
+  A file named ``*.json``, or whose text starts with ``{`` or ``[``, is read
+  with a JSON parser: the YAML loader refuses valid JSON (``"\\ud83d\\ude0d"``
+  surrogate pairs, DEL and C1 characters), and CI tools write JSON.
 - ``--input ID.FIELD=VALUE``: one field.  Input ids contain dots, so the text
   before ``=`` is split at the *longest declared* input_id.  VALUE is taken
   as a string when the field's schema says string; otherwise it is parsed as
@@ -21,16 +24,84 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SessionInputError
+from .._inputs import closest
 from .compiler import DeclaredInput
 from .errors import ConfigError
-from .yaml_loader import load_file
+from .host_paths import read_regular_file
+from .yaml_loader import MAX_BYTES, MAX_DEPTH, load_file, load_text
 
 
 def _load_value_file(path: str, *, what: str) -> Any:
+    """A value file: JSON by name or by its first character, else YAML.
+
+    Read once, with the YAML loader's bounds (a regular file, ``MAX_BYTES``);
+    when that read fails, ``load_file`` reads again to word the problem.  Text
+    that starts like JSON but is not JSON is still tried as YAML (a flow
+    mapping ``{id: {field: x}}``), unless the name says ``.json``.
+    """
     try:
-        return load_file(path).data
+        text: str | None = read_regular_file(path, limit=MAX_BYTES).decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        text = None
+    named_json = path.lower().endswith(".json")
+    try:
+        if text is not None and (named_json or text.lstrip()[:1] in ("{", "[")):
+            try:
+                return json_value(text)
+            except ValueError as exc:
+                if named_json:
+                    raise SessionInputError(f"{what}: {path}: {exc}") from None
+        return load_file(path).data if text is None else load_text(text, file=path).data
     except ConfigError as exc:
         raise SessionInputError(f"{what}: {exc}") from None
+
+
+def json_value(text: str) -> Any:
+    """``text`` parsed as JSON, or ``ValueError`` saying why not (never quoting the text).
+
+    Like the YAML loader: duplicate keys and nesting deeper than ``MAX_DEPTH``
+    are refused (a deep value would otherwise reach Python's recursion limit
+    later); ``NaN`` and ``Infinity`` are not JSON.
+    """
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+    if _deeper_than(value, MAX_DEPTH):
+        raise ValueError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise ValueError(f"invalid JSON: duplicate key {key!r}")
+        value[key] = item
+    return value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"invalid JSON: {constant} is not a JSON number")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    if limit < 0:
+        return True
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    return any(_deeper_than(child, limit - 1) for child in children)
+
+
+def _unknown(kind: str, name: str, known: Sequence[str]) -> str:
+    close = closest(name, known)
+    hint = (
+        f"did you mean {close!r}?" if close else f"declared: {', '.join(sorted(known)) or 'none'}"
+    )
+    return f"{kind} {name!r}; {hint}"
 
 
 def _parse_field_value(declared: DeclaredInput, field: str, text: str) -> Any:
@@ -39,7 +110,7 @@ def _parse_field_value(declared: DeclaredInput, field: str, text: str) -> Any:
     if schema.get("type") == "string":
         return text
     try:
-        return json.loads(text)
+        return json_value(text)
     except ValueError:
         return text
 
@@ -69,8 +140,7 @@ def collect_input_values(
         for input_id, value in data.items():
             if input_id not in declared:
                 raise SessionInputError(
-                    f"--inputs {file}: unknown input {input_id!r} "
-                    f"(declared: {', '.join(sorted(declared)) or 'none'})"
+                    f"--inputs {file}: {_unknown('unknown input', input_id, list(declared))}"
                 )
             values[input_id] = value
     ids_longest_first = sorted(declared, key=len, reverse=True)
@@ -94,7 +164,7 @@ def collect_input_values(
                 values[input_id] = _load_value_file(text[1:], what=f"--input {input_id}=@")
             else:
                 try:
-                    values[input_id] = json.loads(text)
+                    values[input_id] = json_value(text)
                 except ValueError:
                     raise SessionInputError(
                         f"--input {input_id}=...: the whole value must be JSON or @FILE; "

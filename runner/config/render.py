@@ -2,16 +2,19 @@
 
 Inputs are validated exactly as a session would validate them; templates are
 rendered with secret inputs masked, so the output is safe to paste in a log.
+The output is a shell script whose only commands are the ``run`` commands
+(see :func:`plan_text`), so it is safe to read and to pipe into ``bash``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._dependencies import resolve_inputs
 from .._hooks import SandboxHook
+from .._progress import terminal_safe
 from ..pattern.sandbox_hook import GitIdentity
 from .compiler import CompiledConfig
 from .steps import StepsHook
@@ -56,3 +59,34 @@ def _render_hook(hook: Any, point: str, inputs: Mapping[str, Any]) -> list[Rende
         return []  # the inherited no-op
     where = f"{type(hook).__module__}.{type(hook).__qualname__}.{point}()"
     return [RenderedStep(name, point, "python", f"{where} (Python code; not rendered)")]
+
+
+def plan_text(steps: Sequence[RenderedStep]) -> str:
+    """The plan as ``runner render`` prints it: ``run`` commands as they are, all else comments.
+
+    A description holds templated values (a ``write`` path), and a newline in
+    one would start a line of its own, a live command under ``| bash``: so
+    every line of it is commented.  A ``run`` command's own newlines are real
+    shell, but a trailing backslash would join the next line to it, so a blank
+    line follows such a command.
+    """
+    if not steps:
+        return _comment("no hook steps run (no sandbox, or no hooks)")
+    lines: list[str] = []
+    current = None
+    for step in steps:
+        if (step.hook, step.point) != current:
+            current = (step.hook, step.point)
+            lines.append(_comment(f"{step.hook}.{step.point}"))
+        text = step.text.rstrip("\n")
+        if step.kind != "run":
+            lines.append(_comment(text))
+        else:
+            lines.append(text + ("\n\n" if text.endswith("\\") else "\n"))
+    return "".join(lines)
+
+
+def _comment(text: str) -> str:
+    """Each line of ``text`` as a comment, its control characters shown as escapes
+    (a carriage return or a terminal escape cannot hide the ``# `` from a reader)."""
+    return "".join(f"# {terminal_safe(line)}\n" for line in text.split("\n"))
