@@ -99,8 +99,8 @@ BASE = "version: 1\nagent:\n  model: m\n"
         (
             "  environment:\n    sandbox: local\n    hooks:\n      - name: h\n"
             "        on_create:\n          - {wirte: x}\n",
-            "agent.yaml:9:13: a step needs one of: run, write, save, upload, secret_file "
-            "(at agent.environment.hooks[0].on_create[0])",
+            "agent.yaml:9:14: unknown key 'wirte'; did you mean 'write'? "
+            "(at agent.environment.hooks[0].on_create[0].wirte)",
         ),
         (
             "  environment:\n    sandbox: local\n    hooks:\n      - name: h\n",

@@ -170,6 +170,13 @@ class _Compiler:
             if schema.get("type") != "object":
                 self.problem((*path, "schema"), "an input's schema must have type: object")
                 continue
+            remote = _remote_ref(schema)
+            if remote is not None:
+                self.problem(
+                    (*path, "schema", *remote),
+                    "$ref must point inside the schema (#/...): schemas are never fetched",
+                )
+                continue
             alias = spec.get("as")
             if alias in ("inputs", "session"):
                 self.problem((*path, "as"), f"{alias!r} is reserved; pick another name")
@@ -509,6 +516,24 @@ class _Compiler:
         return CompiledConfig(
             path=Path(self.document.file), agent=agent, inputs=self.inputs, paths=self.paths
         )
+
+
+def _remote_ref(schema: Any, path: JsonPath = ()) -> JsonPath | None:
+    """Where ``schema`` has a ``$ref`` to another document, which would fail only at run time."""
+    if isinstance(schema, dict):
+        reference = schema.get("$ref")
+        if isinstance(reference, str) and not reference.startswith("#"):
+            return (*path, "$ref")
+        items = schema.items()
+    elif isinstance(schema, list):
+        items = enumerate(schema)
+    else:
+        return None
+    for key, value in items:
+        found = _remote_ref(value, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
