@@ -12,7 +12,8 @@ runner and baseline runs interleaved so drift hits both alike:
 - ``runner validate`` of a generated file with 500 steps hooks, as an
   absolute time (no baseline).
 
-``runner`` is the venv's console script (what users run) when it exists, else
+The package is byte-compiled first (as a wheel install does).  ``runner``
+is the venv's console script (what users run) when it exists, else
 ``python -m runner``; the baseline uses the same interpreter.  The ratio column
 is runner / baseline and is checked against a target.  It then runs
 ``python -X importtime -m runner ...`` once per command to report whether
@@ -174,6 +175,11 @@ def heaviest(
 
 def main(rounds: int) -> None:
     misses: list[str] = []
+    # Byte-compile the package first, as pip does when it installs the wheel:
+    # the libraries of the baseline come compiled, and with
+    # PYTHONDONTWRITEBYTECODE set (as on some CI machines) an editable
+    # checkout would otherwise compile every module from source on every run.
+    subprocess.run([PYTHON, "-m", "compileall", "-q", str(ROOT / "runner")], check=True)
     print(f"rounds: {rounds}; runner: {' '.join(RUNNER)}; python: {PYTHON}")
     print(f"| {'measure':<32} | {'runner':>12} | {'baseline':>12} | {'ratio':>7} | target")
     print(f"|{'-' * 34}|{'-' * 14}|{'-' * 14}|{'-' * 9}|----------------")

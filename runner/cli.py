@@ -169,11 +169,10 @@ def _compile(
     image: str | None = None,
 ) -> Any:
     from .config import ConfigError, compile_file
-    from .config.overrides import OverrideError
 
     try:
         compiled = compile_file(file, output_dir=output_dir, sandbox=sandbox, image=image)
-    except OverrideError as exc:
+    except ValueError as exc:  # an override that cannot apply (OverrideError)
         _fail(str(exc))
     except ConfigError as exc:
         for problem in exc.problems:

@@ -25,10 +25,12 @@ def compile_file(
     ``sandbox`` and ``image`` replace the file's choices (see ``overrides``);
     what they leave out is in the result's ``notes``.
     """
-    from .overrides import apply_overrides
-
     document = load_file(path)
-    document.data, notes = apply_overrides(document.data, sandbox=sandbox, image=image)
+    notes: list[str] = []
+    if sandbox is not None or image is not None:
+        from .overrides import apply_overrides
+
+        document.data, notes = apply_overrides(document.data, sandbox=sandbox, image=image)
     compiled = compile_document(document, output_dir=Path(output_dir) if output_dir else None)
     compiled.notes = notes
     return compiled

@@ -22,7 +22,6 @@ from .._inputs import SessionInput
 from .._network import Network
 from .errors import ConfigError, ConfigProblem, JsonPath
 from .host_paths import check_relative
-from .shell_check import is_shell_control_name
 from .steps import (
     InputBinding,
     Paths,
@@ -265,6 +264,8 @@ class _Compiler:
             # A templated env value taints its variable in the command, and
             # may not go into a variable that changes how the shell runs.
             tainted = {name for name, t in env.items() if t is not None and not t.is_static}
+            if tainted:
+                from .shell_check import is_shell_control_name
             for name in sorted(tainted):
                 if is_shell_control_name(name):
                     self.problem(

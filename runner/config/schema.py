@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -121,13 +120,18 @@ def _unknown_keys(error: Any) -> list[tuple[tuple, str, bool]]:
                 f"allowed: {', '.join(allowed)}"
             )
         else:
-            close = difflib.get_close_matches(key, allowed, n=1) or difflib.get_close_matches(
-                key, everywhere, n=1
-            )
+            close = _close(key, allowed) or _close(key, everywhere)
             hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
             message = f"unknown key {key!r}; {hint}"
         problems.append(((*path, key), message, True))
     return problems
+
+
+def _close(word: str, options: Any) -> list[str]:
+    """The option ``word`` most likely misspells (difflib is imported only for errors)."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(options), n=1)
 
 
 def _messages(error: Any) -> list[tuple[tuple, str, bool]]:
@@ -146,7 +150,7 @@ def _message(error: Any, path: tuple, custom: str | None) -> tuple[tuple, str, b
         return path, custom, False
     if error.validator == "enum":
         options = [str(o) for o in error.validator_value]
-        close = difflib.get_close_matches(str(error.instance), options, n=1)
+        close = _close(str(error.instance), options)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return path, f"{error.instance!r} is not one of: {', '.join(options)}{hint}", False
     if error.validator == "required":
