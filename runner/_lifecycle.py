@@ -147,7 +147,7 @@ async def _destroy_all(
     inputs: Mapping[str, SessionInput],
     *,
     into: list[HookFailure],
-) -> list[HookFailure]:
+) -> None:
     """``on_destroy`` of each plan in the order given; log failures, go on.
 
     Failures are appended to ``into`` as they happen, so a cleanup cut short
@@ -170,7 +170,6 @@ async def _destroy_all(
                 sandbox.session_id,
                 exc_info=exc if failure.message == str(exc) else None,
             )
-    return failures
 
 
 #: The cleanups under way; ``force_cleanup`` cancels their ``on_destroy`` hooks.
@@ -202,7 +201,7 @@ async def _destroy_then_delete(
             with anyio.CancelScope(deadline=_deadline(timeout)) as hooks_scope:
                 _cleanups.add(hooks_scope)
                 try:
-                    failures = await _destroy_all(plans, sandbox, inputs, into=failures)
+                    await _destroy_all(plans, sandbox, inputs, into=failures)
                 finally:
                     _cleanups.discard(hooks_scope)
             if hooks_scope.cancelled_caught:

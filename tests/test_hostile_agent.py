@@ -204,3 +204,35 @@ def test_save_streams_to_disk_keeps_holes_and_refuses_what_is_too_big(
         stream.seek(-3, os.SEEK_END)
         assert stream.read() == b"end"
     assert not (tmp_path / "huge.bin").exists() or (tmp_path / "huge.bin").stat().st_size == 0
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_a_tmpfs_workspace_bounds_reads_too(docker_backend, tmp_path) -> None:
+    """With a tmpfs workspace the channel is the only way out, and it stops at
+    max_file_bytes as the archive path does."""
+    from runner.sandboxes.base import FileTooLargeError
+
+    env = docker_backend.environment(workspace_size="16m", max_file_bytes=1000)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        await box.execute("head -c 2000 /dev/zero > big.bin && head -c 10 /dev/zero > ok.bin")
+        with pytest.raises(FileTooLargeError, match=r"over the sandbox's max_file_bytes \(1000\)"):
+            await box.read_file("big.bin")
+        with pytest.raises(FileTooLargeError):
+            await box.save_file("big.bin", tmp_path / "big.bin")
+        assert await box.read_file("ok.bin") == b"\0" * 10
+
+
+@pytest.mark.anyio
+async def test_the_default_save_refuses_over_max_file_bytes(local_backend, tmp_path) -> None:
+    from runner.sandboxes.base import FileTooLargeError
+
+    env = local_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        box.max_file_bytes = 10
+        await box.write_file("big.txt", "x" * 11)
+        with pytest.raises(FileTooLargeError, match="the file is 11 bytes"):
+            await box.save_file("big.txt", tmp_path / "out.txt")
+        assert not (tmp_path / "out.txt").exists()

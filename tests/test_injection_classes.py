@@ -36,6 +36,7 @@ CLASSES = [
     pytest.param("cat <({{ x.v }})", (), id="process-substitution-command"),
     pytest.param("e$()val {{ x.v }}", (), id="glued-command-name"),
     pytest.param("alias e=eval\nshopt -s expand_aliases\ne {{ x.v }}", (), id="alias"),
+    pytest.param("A=1 alias e=eval\necho {{ x.v }}", (), id="alias-after-assignment"),
     pytest.param('echo() { eval "$1"; }\necho {{ x.v }}', (), id="function-shadows-echo"),
     pytest.param("(# it's\neval {{ x.v }})", (), id="comment-after-paren"),
     pytest.param("echo a \\\n# it's\neval {{ x.v }}", (), id="comment-after-continuation"),

@@ -528,6 +528,11 @@ class _Check:
         row, column = node.start_point
         self.findings.append(Finding(self.index, rule, row + 1, column + 1, detail))
 
+    def command_name(self, command: Any) -> str | None:
+        """The literal name of a ``command`` node, or None."""
+        name = command.child_by_field_name("name")
+        return self.literal(name) if name is not None else None
+
     def literal(self, node: Any) -> str | None:
         """The text of a plain literal word (no quotes, escapes or expansions), else None."""
         if node.type == "command_name" and node.named_child_count == 1:
@@ -542,7 +547,7 @@ class _Check:
         text = self.text_bytes(node)
         if any(s in text for s in self.sentinels):
             return True
-        return any(_mentions(text, name) for name in self.tainted)
+        return any(_mention(name).search(text) for name in self.tainted)
 
     # -- the walk --------------------------------------------------------------
 
@@ -554,12 +559,8 @@ class _Check:
         if unclear is not None:
             self.refuse("heredoc", unclear, "its end is not a line bash would surely end it on")
             return self.findings
-        if self.sentinels and any(
-            self.literal(c.child_by_field_name("name")) == "alias"
-            for c in self.commands
-            if c.child_by_field_name("name")
-        ):
-            alias = next(c for c in self.commands if self.text(c).startswith("alias"))
+        alias = next((c for c in self.commands if self.command_name(c) == "alias"), None)
+        if self.sentinels and alias is not None:
             self.refuse("alias", alias)
             return self.findings
         for index, sentinel in enumerate(self.sentinels):
@@ -792,9 +793,7 @@ class _Check:
 
     def judge_mentions(self, name: str) -> None:
         """Every mention of a tainted variable must be ``"$NAME"`` in an allowed position."""
-        for match in re.finditer(
-            rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])", self.source
-        ):
+        for match in _mention(name).finditer(self.source):
             node = self.root.descendant_for_byte_range(match.start(), match.end())
             if _inside(node, "comment"):
                 continue
@@ -831,11 +830,9 @@ def _inside(node: Any, kind: str) -> bool:
     return False
 
 
-def _mentions(text: bytes, name: str) -> bool:
-    return (
-        re.search(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])", text)
-        is not None
-    )
+def _mention(name: str) -> re.Pattern[bytes]:
+    """``name`` as a whole identifier (``N`` in ``$N`` and ``N=``, not in ``NN``)."""
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
 
 
 def check_script(

@@ -281,15 +281,15 @@ class Template:
             text = self._compiled.render(**context)
         finally:
             _RENDERING.reset(token)
-        missing = [s for s in values.sentinels if s not in text]
-        if missing:
+        sentinels = values.sentinels
+        if any(s not in text for s in sentinels):
             # A value was printed, then rewritten (an escaping or filtering tag):
             # the command would not hold the value the check saw.
             raise UnsafeTemplateError(
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        _refuse_unsafe(text, values.sentinels, self.tainted)
+        _refuse_unsafe(text, sentinels, self.tainted)
         return values.substitute(text)
 
 
@@ -555,9 +555,9 @@ def _shell_problems(
         problems.append(TemplateProblem(source.index("\0"), "a command may not contain NUL"))
     if problems:
         return problems
-    nonce = os.urandom(8).hex()
+    sentinel = _RenderedValues().sentinel  # the same words the run-time check uses
     try:
-        skeletons, outputs = shell_skeletons(tree, lambda i: f"'RV{nonce}x{i}'")
+        skeletons, outputs = shell_skeletons(tree, sentinel)
     except _TooManyBranches:
         return [
             TemplateProblem(
@@ -566,7 +566,7 @@ def _shell_problems(
                 "split the command into several steps",
             )
         ]
-    sentinels = [f"'RV{nonce}x{i}'" for i in range(len(outputs))]
+    sentinels = [sentinel(i) for i in range(len(outputs))]
     offsets = _placeholder_offsets(source)
     results = [check_script(skeleton, sentinels, tainted) for skeleton in skeletons]
     parsed = [r for r in results if not any(f.rule == "syntax" for f in r)]

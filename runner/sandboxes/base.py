@@ -105,11 +105,14 @@ class Sandbox(abc.ABC):
         """Copy a sandbox file to the host file ``target``; returns its size.
 
         Backends that can stream override this so the file never sits in
-        memory whole; this default reads it (bounded by ``max_file_bytes``).
+        memory whole (Docker does); this default reads it whole, then refuses
+        it over ``max_file_bytes`` before anything is written.
         """
         import anyio
 
         data = await self.read_file(path)
+        if len(data) > self.max_file_bytes:
+            raise FileTooLargeError(path, len(data), self.max_file_bytes)
         await anyio.to_thread.run_sync(write_sparse, target, [data])
         return len(data)
 
@@ -121,12 +124,9 @@ class Sandbox(abc.ABC):
 class FileTooLargeError(OSError):
     """A sandbox file is larger than the sandbox's ``max_file_bytes``."""
 
-    def __init__(self, path: str, size: int, limit: int) -> None:
-        super().__init__(
-            errno.EFBIG,
-            f"the file is {size} bytes, over the sandbox's max_file_bytes ({limit})",
-            path,
-        )
+    def __init__(self, path: str, size: int | None, limit: int) -> None:
+        what = f"the file is {size} bytes, over" if size is not None else "the file is over"
+        super().__init__(errno.EFBIG, f"{what} the sandbox's max_file_bytes ({limit})", path)
 
 
 def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:

@@ -614,29 +614,13 @@ class DockerSandbox(Sandbox):
         limit = f" (memory limit {self.memory})" if self.memory else ""
         return f"runner: the command was killed (SIGKILL), most likely out of memory{limit}\n"
 
-    async def read_file(self, path: str) -> bytes:
-        target = self._path(path)
-        try:
-            answer = await self._over_channel(
-                {"op": "read", "path": target, "max_bytes": self._channel_file_limit},
-                timeout=300,
-            )
-        except ChannelError:
-            answer = None  # reading again is harmless
-        if answer is None or answer[0].get("error") == "TooLarge":
-            # Big files go as tar streams, which the Engine moves faster.
-            self._archives_allowed(path)
-            return await self.client.call(
-                _read_file, self.container_id, target, self.max_file_bytes
-            )
-        header, body = answer
-        if "error" in header:
-            raise _file_error(header, path)
-        return body
+    async def _read_over_channel(self, path: str) -> bytes | None:
+        """A file over the channel, or None when it must go by the archive API
+        (no channel, a lost one, or a file over the channel's limit).
 
-    async def save_file(self, path: str, target: Path) -> int:
-        """Small files over the channel; bigger ones streamed from the archive
-        API to disk, refused over ``max_file_bytes`` before any byte is read."""
+        With a tmpfs workspace there is no archive path: the channel reads up
+        to ``max_file_bytes`` itself.
+        """
         limit = self._channel_file_limit
         try:
             answer = await self._over_channel(
@@ -648,13 +632,33 @@ class DockerSandbox(Sandbox):
                 timeout=300,
             )
         except ChannelError:
-            answer = None  # reading again is harmless
-        if answer is not None:
-            header, body = answer
-            if "error" not in header:
-                return await anyio.to_thread.run_sync(write_sparse, target, [body])
-            if header.get("error") != "TooLarge" or limit is None:
-                raise _file_error(header, path)
+            return None  # reading again is harmless
+        if answer is None:
+            return None
+        header, body = answer
+        if "error" not in header:
+            return body
+        if header["error"] == "TooLarge" and limit is None:
+            raise FileTooLargeError(path, None, self.max_file_bytes)
+        if header["error"] == "TooLarge":
+            return None  # big files go as tar streams, which the Engine moves faster
+        raise _file_error(header, path)
+
+    async def read_file(self, path: str) -> bytes:
+        data = await self._read_over_channel(path)
+        if data is not None:
+            return data
+        self._archives_allowed(path)
+        return await self.client.call(
+            _read_file, self.container_id, self._path(path), self.max_file_bytes
+        )
+
+    async def save_file(self, path: str, target: Path) -> int:
+        """Small files over the channel; bigger ones streamed from the archive
+        API to disk, refused over ``max_file_bytes`` before any byte is read."""
+        data = await self._read_over_channel(path)
+        if data is not None:
+            return await anyio.to_thread.run_sync(write_sparse, target, [data])
         self._archives_allowed(path)
         return await self.client.call(
             _save_file, self.container_id, self._path(path), target, self.max_file_bytes
