@@ -38,6 +38,22 @@ def image_tags() -> dict[str, str]:
     return {"full": TEST_IMAGE, "minimal": TEST_IMAGE_MINIMAL, "busybox": TEST_IMAGE_BUSYBOX}
 
 
+@pytest.fixture(params=["full", "minimal", "busybox"])
+def image(request: pytest.FixtureRequest, image_tags: dict[str, str], docker_client: Any) -> Any:
+    """(kind, tag) of one test image; skipped (failed under CI) if it is missing."""
+    import docker.errors
+
+    tag = image_tags[request.param]
+    try:
+        docker_client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        problem = f"the test image {tag} is missing; run scripts/docker-up"
+        if os.environ.get("CI"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return request.param, tag
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

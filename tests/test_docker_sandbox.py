@@ -59,17 +59,27 @@ async def test_default_options_limit_cpu_memory_processes_and_capabilities(
     docker_backend, docker_client
 ) -> None:
     """What a container gets when the file says nothing, read back from the engine
-    and from inside (the kernel's view of the capabilities of a root command)."""
+    and from inside: the kernel's view of the capabilities of a command (none:
+    it runs as the sandbox user) and of root (the setup script's)."""
     env = docker_backend.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         attrs = docker_client.api.inspect_container(session.sandbox.container_id)
-        status = await session.sandbox.execute("grep CapEff /proc/self/status")
-        mknod = await session.sandbox.execute("mknod /tmp/dev c 1 3")
+        status = await session.sandbox.execute(
+            "id -u; id -g; grep -E '^Cap(Eff|Prm)' /proc/self/status"
+        )
+        root = await session.sandbox.execute_as_root("grep CapEff /proc/self/status")
+        mknod = await session.sandbox.execute_as_root("mknod /tmp/dev c 1 3")
     host = attrs["HostConfig"]
     assert host["NanoCpus"] == 2_000_000_000
     assert host["Memory"] == 2 * 1024**3
     assert host["PidsLimit"] == 512
-    effective = int(status.stdout.split()[1], 16)
+    uid, gid, *caps = status.stdout.split()
+    assert (uid, gid) == ("1000", "1000")
+    assert dict(zip(caps[::2], caps[1::2], strict=True)) == {
+        "CapPrm:": "0" * 16,
+        "CapEff:": "0" * 16,
+    }
+    effective = int(root.stdout.split()[1], 16)
     granted = {
         0: "CHOWN",
         1: "DAC_OVERRIDE",
@@ -80,7 +90,7 @@ async def test_default_options_limit_cpu_memory_processes_and_capabilities(
         7: "SETUID",
     }
     assert effective == sum(1 << bit for bit in granted)
-    assert mknod.exit_code != 0  # MKNOD is not among them
+    assert mknod.exit_code != 0  # MKNOD is not among root's
 
 
 async def test_no_network_means_no_interface_but_loopback(docker_backend) -> None:

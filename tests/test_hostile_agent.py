@@ -1,7 +1,6 @@
 """A hostile agent inside the sandbox cannot make the runner outlive its deadlines.
 
-Each test plays the agent with ordinary commands (root in the container, as
-today) and checks that ``execute``, the close of a session and ``runner run``
+Each test plays the agent with ordinary commands and checks that ``execute``, the close of a session and ``runner run``
 end within their deadlines and leave no container.  Time limits are asserted
 around the calls (``anyio.fail_after``) so a regression fails, not hangs.
 """
@@ -29,11 +28,19 @@ FAKE_TIMEOUT = (
 )
 
 
-@pytest.fixture
-async def fallback_box(docker_backend):
+@pytest.fixture(params=["sandbox", "root"])
+async def fallback_box(docker_backend, request):
     """A container whose commands go one ``docker exec`` each (no helper), as on
-    an image without python3 or after the agent killed the helper."""
-    env = docker_backend.environment(exec_channel=False)
+    an image without python3, for either ``user``."""
+    env = docker_backend.environment(exec_channel=False, user=request.param)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        yield session.sandbox
+
+
+@pytest.fixture
+async def root_fallback_box(docker_backend):
+    """The same for ``user: root``, where the agent can also replace the image's files."""
+    env = docker_backend.environment(exec_channel=False, user="root")
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         yield session.sandbox
 
@@ -41,8 +48,9 @@ async def fallback_box(docker_backend):
 @pytest.mark.docker
 @pytest.mark.anyio
 async def test_a_stopped_in_container_timeout_cannot_hang_a_command(fallback_box) -> None:
-    """The command stops the ``timeout`` that wraps it (its parent) and sleeps:
-    only the host's deadline can end the wait."""
+    """The command stops the ``timeout`` that wraps it (its parent, the same
+    user even with privilege separation) and sleeps: only the host's deadline
+    can end the wait."""
     started = time.monotonic()
     with anyio.fail_after(2 + HOST_GRACE_SECONDS + 20):
         result = await fallback_box.execute("kill -STOP $PPID; sleep 600", timeout_seconds=2)
@@ -54,11 +62,12 @@ async def test_a_stopped_in_container_timeout_cannot_hang_a_command(fallback_box
 
 @pytest.mark.docker
 @pytest.mark.anyio
-async def test_a_replaced_timeout_binary_cannot_hang_later_commands(fallback_box) -> None:
-    replaced = await fallback_box.execute(FAKE_TIMEOUT)
+async def test_a_replaced_timeout_binary_cannot_hang_later_commands(root_fallback_box) -> None:
+    """Only as root (``test_privilege_separation.py`` shows the sandbox user cannot)."""
+    replaced = await root_fallback_box.execute(FAKE_TIMEOUT)
     assert replaced.stdout == "#!/bin/sh", replaced  # the timeout binary is the fake now
     with anyio.fail_after(2 + HOST_GRACE_SECONDS + 20):
-        result = await fallback_box.execute("sleep 600", timeout_seconds=2)
+        result = await root_fallback_box.execute("sleep 600", timeout_seconds=2)
     assert result.exit_code == 124 and result.timed_out
 
 
@@ -87,12 +96,15 @@ def owned_by(docker_client, pid: int) -> list[str]:
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("user", ["sandbox", "root"])
 def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
-    tmp_path, docker_client
+    tmp_path, docker_client, user
 ) -> None:
     """The review's reproducer: kill the exec helper, replace ``timeout``, then
     an on_destroy step with a 5 s timeout sleeps for ten minutes.  Before the
-    host-side deadline this ran for 12 minutes and ignored Ctrl-C."""
+    host-side deadline this ran for 12 minutes and ignored Ctrl-C.  As the
+    sandbox user the first two steps fail (``check: false``) and the helper
+    kills the step at 5 s; as root they succeed and the host's deadline ends it."""
     config = tmp_path / "agent.yaml"
     config.write_text(
         textwrap.dedent(
@@ -102,10 +114,12 @@ def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
               model: m
               environment:
                 sandbox: docker
+                user: {user}
                 hooks:
                   - name: hostile
                     on_create:
                       - run: {json.dumps(FAKE_TIMEOUT)}
+                        check: false
                       - run: kill -9 $PPID
                         check: false
                     on_destroy:
@@ -137,7 +151,7 @@ def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
 @pytest.mark.docker
 def test_a_huge_sparse_file_cannot_take_the_runners_memory() -> None:
     """truncate -s 4G is free for the agent; read_file of it used to take the
-    runner to 8 GiB.  Now the tar header's size refuses it before any read."""
+    runner to 8 GiB.  Now its size (fstat, over the channel) refuses it before any read."""
     code = textwrap.dedent(
         f"""\
         import resource, anyio, runner
@@ -209,8 +223,8 @@ def test_save_streams_to_disk_keeps_holes_and_refuses_what_is_too_big(
 @pytest.mark.docker
 @pytest.mark.anyio
 async def test_a_tmpfs_workspace_bounds_reads_too(docker_backend, tmp_path) -> None:
-    """With a tmpfs workspace the channel is the only way out, and it stops at
-    max_file_bytes as the archive path does."""
+    """A tmpfs workspace is bounded the same way (the archive API, which could
+    not see it, is no longer used at all)."""
     from runner.sandboxes.base import FileTooLargeError
 
     env = docker_backend.environment(workspace_size="16m", max_file_bytes=1000)

@@ -1,11 +1,13 @@
 """A hostile agent inside a Docker sandbox attacks the exec channel (real containers).
 
-The agent is root in the container, as by default.  Two defences are tested:
-the helper seals itself (non-dumpable), so no command can reach its stream,
-memory or stdin; and the runner checks every answer, for when a command can
-reach the stream anyway (CAP_SYS_PTRACE granted, no ctypes in the image).
-The ``unsealed`` fixture runs the helper without the first, to test the
-second on its own.
+By default commands run as the sandbox user, who cannot reach the root
+helper at all (``test_hostile_agent.py`` shows that).  These tests play the
+stronger agent of a ``user: root`` sandbox, root in the container, against
+the two defences that remain: the helper seals itself (non-dumpable), so no
+command can reach its stream, memory or stdin; and the runner checks every
+answer, for when a command can reach the stream anyway (CAP_SYS_PTRACE
+granted, no ctypes in the image).  The ``unsealed`` fixture runs the helper
+without the first, to test the second on its own.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ async def test_a_command_cannot_answer_in_the_helpers_place(
         monkeypatch.setattr(
             _exec_channel, "helper_source", lambda: source.replace("import ctypes", "import _none")
         )
-    env = docker_backend.environment()
+    env = docker_backend.environment(user="root")
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         await box.write_file("forge.py", FORGER)
@@ -147,7 +149,7 @@ else:
 
 
 async def test_a_command_cannot_open_read_or_trace_the_helper(docker_backend) -> None:
-    env = docker_backend.environment()
+    env = docker_backend.environment(user="root")
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         await session.sandbox.write_file("probe.py", PROBE)
         with anyio.fail_after(30):
@@ -162,7 +164,7 @@ async def test_a_command_cannot_open_read_or_trace_the_helper(docker_backend) ->
 
 async def test_blind_forged_answers_end_the_channel(docker_backend, unsealed) -> None:
     events: list[dict] = []
-    env = docker_backend.environment()
+    env = docker_backend.environment(user="root")
     with agents.listen(events.append):
         async with await agents.Agent(model="m", environment=env).start_session() as session:
             box = session.sandbox
@@ -217,7 +219,7 @@ async def test_a_bad_frame_ends_the_channel_at_once(docker_backend, docker_clien
     """The worst case: the forger knows the id in flight (it read the helper's
     memory), so only the checks of each field stand between it and the runner."""
     events: list[dict] = []
-    env = docker_backend.environment()
+    env = docker_backend.environment(user="root")
     with agents.listen(events.append):
         async with await agents.Agent(model="m", environment=env).start_session() as session:
             box = session.sandbox
@@ -345,7 +347,7 @@ async def test_forged_frames_end_the_channel_instead_of_filling_memory(
     )
     events: list[dict] = []
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    env = docker_backend.environment()
+    env = docker_backend.environment(user="root")
     with agents.listen(events.append):
         async with await agents.Agent(model="m", environment=env).start_session() as session:
             with anyio.fail_after(60):

@@ -51,6 +51,8 @@ BACKEND_OPTIONS = {
         "pids_limit",
         "pool",
         "workspace_size",
+        "user",
+        "read_only_root",
     },
     "mistral": {
         "image",
@@ -453,6 +455,8 @@ class _Compiler:
             "pids_limit": spec.get("pids_limit", 512),
             "pool_size": spec.get("pool", 0),
             "workspace_size": spec.get("workspace_size"),
+            "user": spec.get("user", "sandbox"),
+            "read_only_root": spec.get("read_only_root", False),
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")

@@ -89,6 +89,7 @@ class ExecChannel:
             stdin=True,
             stdout=True,
             stderr=True,
+            user="0:0",  # out of the sandbox user's reach: it cannot signal or trace root
         )["Id"]
         stream = self.api.exec_start(exec_id, socket=True)
         self._stream = stream  # closed with the socket: it holds a reference to it
@@ -274,10 +275,10 @@ ANSWER_FIELDS: dict[str, dict[str, type]] = {
         "stdout_len": int,
         "stderr_total": int,
     },
-    "read": {"id": int, "ok": bool},
+    "read": {"id": int, "ok": bool, "size": int},
     "write": {"id": int, "ok": bool},
 }
-#: Any op may fail instead (the helper's exception, or ``TooLarge``).
+#: Any op may fail instead (the helper's exception).
 ERROR_FIELDS: dict[str, type] = {"id": int, "error": str, "message": str}
 #: What the helper prints in a stream's cut output besides the kept bytes
 #: ("[... N bytes omitted ...]").
@@ -304,8 +305,8 @@ def check_answer(request: dict[str, Any], header: dict[str, Any], body: bytes) -
             raise ValueError(f"{op} answer with a body")
     elif op == "exec":
         _check_exec(header, len(body))
-    elif request.get("max_bytes") is not None and len(body) > request["max_bytes"]:
-        raise ValueError(f"read answer of {len(body)} bytes, over the {request['max_bytes']} asked")
+    elif len(body) > request["max_bytes"] or not 0 <= header["size"] < 1 << 63:
+        raise ValueError(f"read answer of {len(body)} bytes (asked {request['max_bytes']})")
     if op == "ping" and not failed:
         found = header["found"]
         flags = all(type(value) is bool for value in found.values())

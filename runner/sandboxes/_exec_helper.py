@@ -11,23 +11,30 @@ each; every command gets its own process group, timeout, cwd and env, and
 its output is kept up to a cap (head and tail), so a command printing 1 GB
 costs bounded memory; the totals are reported.
 
-The commands it runs are hostile and, in most images, the same user as the
-helper (root).  So the helper seals itself (``seal``) against them reaching
-its stream, and opens files so that a FIFO, a device or a symlink swapped in
-cannot block or mislead it (``open_regular``).  Everything it sends is still
-checked by the runner, which trusts nothing it reads.
+The commands it runs are hostile.  The helper runs as root and starts each
+command as the sandbox user the request names (``user``: uid and gid), who
+can neither signal nor trace it; it opens every file as that user too
+(``open_as``), so a symlink the agent planted cannot make it read or write
+what the agent could not.  It still seals itself (``seal``) for ``user:
+root`` sandboxes, where commands share its uid, and opens files so that a
+FIFO, a device or a symlink swapped in cannot block or mislead it
+(``open_regular``).  Everything it sends is still checked by the runner,
+which trusts nothing it reads.
 """
 
+import array
 import errno
 import json
 import os
 import signal
+import socket
 import stat
 import struct
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from shutil import which
 
 OUT = sys.stdout.buffer
@@ -155,6 +162,7 @@ def run_command(request):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        **as_user(request.get("user")),
     )
     out, err = Capped(cap), Capped(cap)
     readers = [
@@ -195,6 +203,82 @@ def run_command(request):
     return header, stdout, stderr
 
 
+def as_user(user):
+    """Popen arguments that start a command as ``user`` ([uid, gid]), with no
+    supplementary groups; none for ``None`` (the helper's own user).
+
+    Python 3.9+ switches in the forked child before exec, in C; older ones
+    through ``preexec_fn``.
+    """
+    if user is None:
+        return {}
+    uid, gid = int(user[0]), int(user[1])
+    if sys.version_info >= (3, 9):
+        return {"user": uid, "group": gid, "extra_groups": []}
+    return {"preexec_fn": lambda: become(uid, gid)}
+
+
+def become(uid, gid):
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def open_as(user, path, flags, make_parents=False):
+    """``open_regular`` with the rights of ``user`` ([uid, gid]; None: the helper's).
+
+    The open happens in a child forked for it, which drops to the user and
+    hands the descriptor back over a socket (SCM_RIGHTS): what the agent could
+    not open itself, the helper does not open for it, whatever links it
+    planted, and the reading and writing then happen here.
+    """
+    if user is None:
+        if make_parents:
+            make_parent_dirs(path)
+        return open_regular(path, flags)
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child: one thread, so setuid here affects nobody else
+        code = 0
+        try:
+            ours.close()
+            become(int(user[0]), int(user[1]))
+            if make_parents:
+                make_parent_dirs(path)
+            fd = open_regular(path, flags)
+            fds = array.array("i", [fd])
+            theirs.sendmsg([b"{}"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except BaseException as exc:
+            code = 1
+            try:
+                number = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EIO
+                message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                theirs.sendall(json.dumps([number, message]).encode("utf-8"))
+            except BaseException:
+                pass
+        os._exit(code)
+    theirs.close()
+    try:
+        data, ancillary, _flags, _address = ours.recvmsg(65536, socket.CMSG_SPACE(4))
+    finally:
+        ours.close()
+        os.waitpid(pid, 0)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
+            return array.array("i", payload[:4])[0]
+    try:
+        number, message = json.loads(data.decode("utf-8"))
+    except ValueError:
+        number, message = errno.EIO, "the file could not be opened"
+    raise OSError(number, message, path)
+
+
+def make_parent_dirs(path):
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+
+
 def open_regular(path, flags):
     """Open ``path`` and return the descriptor, if (and only if) it is a regular file.
 
@@ -204,9 +288,9 @@ def open_regular(path, flags):
     return at once, so the check sees what was really opened, and nothing is
     read, written or truncated before it passed.
 
-    Symbolic links are followed as the archive path follows them (the
-    container is the sandbox: a link cannot lead out of it), by resolving the
-    path first; the open itself then follows none, so a link swapped in after
+    Symbolic links are followed, as ``cat`` follows them on the per-command
+    path (``open_as`` makes that the user's rights, not root's), by resolving
+    the path first; the open itself then follows none, so a link swapped in after
     the resolution is an error, not a detour.
     """
     resolved = os.path.realpath(path)
@@ -214,41 +298,37 @@ def open_regular(path, flags):
         fd = os.open(resolved, flags | OPEN_FLAGS, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OSError("a symbolic link appeared while opening: " + path) from None
+            raise OSError(errno.ELOOP, "a symbolic link appeared while opening") from None
         if exc.errno == errno.ENXIO:  # opened for writing: a FIFO nobody reads
-            raise OSError("not a regular file: " + path) from None
+            raise OSError(errno.EINVAL, "not a regular file") from None
         raise
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         if stat.S_ISDIR(mode):
-            raise IsADirectoryError(path)
-        raise OSError("not a regular file: " + path)  # a FIFO, a device, a socket
+            raise OSError(errno.EISDIR, "Is a directory")
+        raise OSError(errno.EINVAL, "not a regular file")  # a FIFO, a device, a socket
     return fd
 
 
-def read_file(path, limit):
-    """The file's bytes, or None if it is longer than ``limit`` (None: no limit)."""
-    fd = open_regular(path, os.O_RDONLY)
+def read_file(user, path, offset, limit):
+    """Up to ``limit`` bytes of the file from ``offset``, and its size when opened."""
+    fd = open_as(user, path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle_:
-        if limit is not None and os.fstat(fd).st_size > limit:
-            return None
-        # At most one byte past the limit: the file may grow while it is read.
-        data = handle_.read(-1 if limit is None else limit + 1)
-    if limit is not None and len(data) > limit:
-        return None
-    return data
+        size = os.fstat(fd).st_size
+        handle_.seek(offset)
+        return size, handle_.read(limit)
 
 
-def write_file(path, data):
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    fd = open_regular(path, os.O_WRONLY | os.O_CREAT)
+def write_file(user, path, offset, data):
+    """Write ``data`` at ``offset``; at offset 0 the file is created (0644 less
+    the umask) or emptied first, keeping the mode of one that exists."""
+    fd = open_as(user, path, os.O_WRONLY | (os.O_CREAT if offset == 0 else 0), True)
     with os.fdopen(fd, "wb") as handle_:
-        os.ftruncate(fd, 0)  # only now that it is known to be a regular file
+        if offset == 0:
+            os.ftruncate(fd, 0)  # only now that it is known to be a regular file
+        handle_.seek(offset)
         handle_.write(data)
-        os.fchmod(fd, 0o644)
 
 
 def handle(header, body):
@@ -268,24 +348,26 @@ def handle(header, body):
             result["stdout_len"] = len(stdout)
             send(result, stdout + stderr)
         elif op == "read":
-            data = read_file(header["path"], header.get("max_bytes"))
-            if data is None:
-                message = "over {} bytes".format(header["max_bytes"])
-                send({"id": request_id, "error": "TooLarge", "message": message})
-                return
-            send({"id": request_id, "ok": True}, data)
+            size, data = read_file(
+                header.get("user"), header["path"], header["offset"], header["max_bytes"]
+            )
+            send({"id": request_id, "ok": True, "size": size}, data)
         elif op == "write":
-            write_file(header["path"], body)
+            write_file(header.get("user"), header["path"], header["offset"], body)
             send({"id": request_id, "ok": True})
         else:
             send({"id": request_id, "error": "ValueError", "message": "unknown op " + op})
     except Exception as exc:  # reported to the caller, never fatal for the helper
-        send({"id": request_id, "error": type(exc).__name__, "message": str(exc)})
+        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        send({"id": request_id, "error": type(exc).__name__, "message": message})
 
 
 def main():
     global SEALED
     SEALED = seal()
+    # Python 3.12+ warns about fork() in a threaded process; open_as's child
+    # only switches user, opens and sends a descriptor, then _exit()s.
+    warnings.simplefilter("ignore", DeprecationWarning)
     while True:
         try:
             size = struct.unpack(">I", read_exact(4))[0]

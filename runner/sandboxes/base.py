@@ -13,7 +13,7 @@ import abc
 import errno
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -203,14 +203,22 @@ class SandboxEnvironment(abc.ABC):
         return f"{type(self).__name__}(hooks=[{hooks}])"
 
 
-async def run_setup_script(sandbox: Sandbox, script: str, *, timeout: float, where: str) -> None:
+async def run_setup_script(
+    sandbox: Sandbox,
+    script: str,
+    *,
+    timeout: float,
+    where: str,
+    execute: Callable[..., Awaitable[SandboxExecutionResult]] | None = None,
+) -> None:
     """Run a sandbox's ``setup_script``; a non-zero exit is a ``SandboxSetupError``.
 
     Shared by the container backends; the caller deletes the sandbox on failure.
+    ``execute`` runs it instead of ``sandbox.execute`` (Docker runs it as root).
     """
     from .._errors import SandboxSetupError
 
-    result = await sandbox.execute(script, timeout_seconds=timeout)
+    result = await (execute or sandbox.execute)(script, timeout_seconds=timeout)
     if result.exit_code != 0:
         reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
         raise SandboxSetupError(
