@@ -431,10 +431,28 @@ def test_runner_load_builds_the_agent_and_its_hooks_in_order(tmp_path) -> None:
         "512m",
     )
     assert env.network == agents.Network.none()
+    assert (env.user, env.read_only_root) == ("sandbox", False)  # the defaults
     first, identity = env.hooks
     assert isinstance(first, StepsHook) and first.name == "first"
     assert isinstance(identity, agents.pattern.sandbox_hook.GitIdentity)
     assert (identity.git_name, identity.git_email) == ("Review Bot", "bot@example.com")
+
+
+def test_docker_user_and_read_only_root_reach_the_sandbox(tmp_path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        version: 1
+        agent:
+          model: m
+          environment: {sandbox: docker, user: root, read_only_root: true}
+        """,
+    )
+    env = agents.load(path).environment
+    assert (env.user, env.read_only_root) == ("root", True)
+    options = env.container_options(session_id="s", expires_at=None)
+    assert options["read_only"] is True
+    assert set(options["tmpfs"]) == {"/tmp", "/root", "/workspace"}
 
 
 def test_compile_errors_raise_config_error_with_every_problem(tmp_path) -> None:

@@ -222,12 +222,14 @@ def test_save_streams_to_disk_keeps_holes_and_refuses_what_is_too_big(
 
 @pytest.mark.docker
 @pytest.mark.anyio
-async def test_a_tmpfs_workspace_bounds_reads_too(docker_backend, tmp_path) -> None:
-    """A tmpfs workspace is bounded the same way (the archive API, which could
-    not see it, is no longer used at all)."""
+async def test_reads_are_bounded_on_every_image_and_workspace(
+    docker_backend, tmp_path, image
+) -> None:
+    """Over the channel (full image) and through cat (the others), on a tmpfs
+    workspace too; a refused save leaves no file behind."""
     from runner.sandboxes.base import FileTooLargeError
 
-    env = docker_backend.environment(workspace_size="16m", max_file_bytes=1000)
+    env = docker_backend.environment(image=image[1], workspace_size="16m", max_file_bytes=1000)
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         await box.execute("head -c 2000 /dev/zero > big.bin && head -c 10 /dev/zero > ok.bin")
@@ -235,6 +237,7 @@ async def test_a_tmpfs_workspace_bounds_reads_too(docker_backend, tmp_path) -> N
             await box.read_file("big.bin")
         with pytest.raises(FileTooLargeError):
             await box.save_file("big.bin", tmp_path / "big.bin")
+        assert not (tmp_path / "big.bin").exists()
         assert await box.read_file("ok.bin") == b"\0" * 10
 
 
