@@ -311,13 +311,34 @@ def open_regular(path, flags):
     return fd
 
 
-def read_file(user, path, offset, limit):
-    """Up to ``limit`` bytes of the file from ``offset``, and its size when opened."""
+def send_file_piece(request_id, user, path, offset, limit):
+    """Answer a read: up to ``limit`` bytes of the file from ``offset``, and its
+    size when opened.  The bytes go from the file to the stream by
+    ``sendfile``, never through Python; a file that shrank meanwhile is
+    padded with zeros to the length announced (its bytes are the agent's to
+    choose anyway)."""
     fd = open_as(user, path, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as handle_:
+    try:
         size = os.fstat(fd).st_size
-        handle_.seek(offset)
-        return size, handle_.read(limit)
+        length = max(0, min(limit, size - offset))
+        data = json.dumps({"id": request_id, "ok": True, "size": size}).encode("utf-8")
+        frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", length)
+        with WRITE_LOCK:
+            OUT.write(frame)
+            OUT.flush()
+            sent = 0
+            while sent < length:
+                try:
+                    count = os.sendfile(OUT.fileno(), fd, offset + sent, length - sent)
+                except OSError:
+                    count = 0
+                if count == 0:  # the file shrank (or cannot be sent): pad
+                    OUT.write(b"\0" * (length - sent))
+                    OUT.flush()
+                    break
+                sent += count
+    finally:
+        os.close(fd)
 
 
 def write_file(user, path, offset, data):
@@ -348,10 +369,8 @@ def handle(header, body):
             result["stdout_len"] = len(stdout)
             send(result, stdout + stderr)
         elif op == "read":
-            size, data = read_file(
-                header.get("user"), header["path"], header["offset"], header["max_bytes"]
-            )
-            send({"id": request_id, "ok": True, "size": size}, data)
+            user, offset, limit = header.get("user"), header["offset"], header["max_bytes"]
+            send_file_piece(request_id, user, header["path"], offset, limit)
         elif op == "write":
             write_file(header.get("user"), header["path"], header["offset"], body)
             send({"id": request_id, "ok": True})

@@ -102,7 +102,7 @@ READ_ONLY_TMPFS_SIZES = {"/tmp": "256m", "home": "256m", WORKSPACE: "1g"}
 #: The CPU limit when none is given: a runaway command cannot take every core.
 DEFAULT_CPUS = 2.0
 #: Files travel over the exec channel in pieces of this size.
-FILE_CHUNK_BYTES = 4 << 20
+FILE_CHUNK_BYTES = 16 << 20
 #: How long one piece of a file (one whole file on the per-command path) may take.
 FILE_DEADLINE_SECONDS = 300.0
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
