@@ -31,7 +31,8 @@ class Network:
 
     @classmethod
     def allow(cls, hosts: Iterable[str]) -> Network:
-        """Only the named hosts; not every backend can enforce this."""
+        """Only these IP addresses or CIDR ranges (``MistralSandbox`` refuses host
+        names: its firewall matches addresses); Docker cannot enforce it at all."""
         host_list = tuple(hosts)
         if not host_list:
             raise ValueError("Network.allow() needs at least one host; use Network.none()")

@@ -445,13 +445,15 @@ class _Compiler:
             )
             return None
         network = network_spec
+        from ..sandboxes.docker import DEFAULT_CPUS, LocalDockerSandbox
+
         options = {
             "image": spec.get("image"),
             "network": Network.all() if network == "all" else Network.none(),
             "setup_script": spec.get("setup_script"),
             "setup_script_timeout_seconds": spec.get("setup_script_timeout_seconds", 300),
             "memory": spec.get("memory", "2g"),
-            "cpus": spec.get("cpus"),
+            "cpus": spec.get("cpus", DEFAULT_CPUS),
             "pids_limit": spec.get("pids_limit", 512),
             "pool_size": spec.get("pool", 0),
             "workspace_size": spec.get("workspace_size"),
@@ -460,8 +462,6 @@ class _Compiler:
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")
-        from ..sandboxes.docker import LocalDockerSandbox
-
         return LocalDockerSandbox(**common, **options)
 
     def compile_mistral(
