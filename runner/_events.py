@@ -5,14 +5,22 @@ test, a user's dashboard) subscribes with :func:`listen` for the duration of a
 ``with`` block.  Listeners live in a context variable, so concurrent sessions
 in different tasks each report to their own listener, and nothing is printed
 unless someone listens.
+
+What each event holds is a contract: ``runner/schemas/events.schema.json``
+(printed by ``runner schema --events``, loaded by :func:`events_schema`)
+lists every kind and every field, closed, and a test fails if an ``emit``
+names a kind it does not document.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from importlib import resources
 from typing import Any
 
 Event = dict[str, Any]
@@ -72,3 +80,14 @@ def listen(listener: Listener) -> Iterator[None]:
         yield
     finally:
         _listeners.reset(token)
+
+
+@functools.cache
+def events_schema_text() -> str:
+    """The JSON Schema of the events, as shipped in the package (``runner schema --events``)."""
+    return resources.files("runner").joinpath("schemas/events.schema.json").read_text("utf-8")
+
+
+def events_schema() -> dict[str, Any]:
+    """The events schema as a dict, for validating a ``--json`` stream with ``jsonschema``."""
+    return json.loads(events_schema_text())

@@ -3,7 +3,10 @@
 What ``runner run`` does, as library functions: start a session, run the
 prompt if there is one, close the session, and sum it all up as an exit code
 and messages instead of exceptions, because a CI job wants an outcome per
-session, not a traceback.  The CLI only prints what these return.
+session, not a traceback.  The CLI only prints what these return: a
+``RunOutcome`` becomes the ``--json`` ``result`` event, and a ``CloseTrace``
+listening to a session's events says, after an interrupt, what its cleanup
+really did.
 """
 
 from __future__ import annotations
@@ -33,6 +36,87 @@ class RunOutcome:
     @property
     def ok(self) -> bool:
         return self.exit_code == EXIT_OK
+
+    @property
+    def error(self) -> str | None:
+        """Why it failed, as one text (the messages, one per line); None on success."""
+        if self.ok:
+            return None
+        return "\n".join(self.messages) or f"exited {self.exit_code}"
+
+    def as_event(self, kind: str = "result", **fields: Any) -> dict[str, Any]:
+        """This outcome as a ``--json`` event (``result`` or ``set_result``); ``fields``
+        add to it or replace its values (the CLI's ``result`` gives the whole
+        command's duration)."""
+        return {
+            "event": kind,
+            "time": time.time(),
+            "session_id": self.session_id,
+            "exit_code": self.exit_code,
+            "duration_seconds": self.duration_seconds,
+            "text": self.text,
+            "error": self.error,
+            "messages": list(self.messages),
+            **fields,
+        }
+
+
+_DESTROY_ENDINGS = {"hook_finished": "ok", "hook_failed": "failed", "hook_cancelled": "stopped"}
+
+
+@dataclass
+class CloseTrace:
+    """An event listener that records what one session's cleanup really did.
+
+    After an interrupt the run has no outcome to report, only what happened
+    on the way out; :meth:`describe` says it from the events (which
+    ``on_destroy`` hooks ran and how, whether the sandbox was deleted), not
+    from what the lifecycle is supposed to do.
+    """
+
+    session_id: str | None = None
+    sandbox_created: bool = False
+    sandbox_deleted: bool = False
+    #: Hooks whose on_create completed, in order: the ones owed an on_destroy.
+    created: list[str] = field(default_factory=list)
+    #: on_destroy of each hook that started one, in run order: ok, failed or stopped.
+    destroyed: list[tuple[str, str]] = field(default_factory=list)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "session_starting":
+            self.session_id = event["session_id"]
+        elif kind == "sandbox_created":
+            self.sandbox_created = True
+        elif kind == "sandbox_deleted":
+            self.sandbox_deleted = True
+        elif kind == "hook_finished" and event["point"] == "on_create":
+            self.created.append(event["hook"])
+        elif kind in _DESTROY_ENDINGS and event["point"] == "on_destroy":
+            self.destroyed.append((event["hook"], _DESTROY_ENDINGS[kind]))
+
+    def describe(self) -> str:
+        """What the cleanup did, e.g. ``on_destroy ran for b (ok), a (failed); the
+        sandbox was deleted``."""
+        if self.session_id is None:
+            return "no session had started, so nothing was created"
+        if not self.sandbox_created:
+            return "no sandbox had been created, so no hook ran"
+        parts = [self._hooks_text()]
+        ran = {hook for hook, _ in self.destroyed}
+        skipped = [hook for hook in reversed(self.created) if hook not in ran]
+        if skipped:
+            parts.append(f"on_destroy did not run for {', '.join(skipped)}")
+        parts.append(f"the sandbox was {'' if self.sandbox_deleted else 'NOT '}deleted")
+        return "; ".join(parts)
+
+    def _hooks_text(self) -> str:
+        if self.destroyed:
+            ran = ", ".join(f"{hook} ({status})" for hook, status in self.destroyed)
+            return f"on_destroy ran for {ran}"
+        if self.created:
+            return "no on_destroy ran"
+        return "no on_destroy ran (no hook had completed on_create)"
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:

@@ -7,8 +7,15 @@ errors into output and an exit code:
     1  the run failed (a hook, the setup script or a turn failed)
     2  usage or configuration error (bad file, bad input, backend unavailable
        or its extra missing)
-    130 interrupted (Ctrl-C or SIGTERM), after on_destroy ran (a second signal
-        skips the rest of it) and the sandbox was deleted
+    130 interrupted (Ctrl-C or SIGTERM): the session is closed first, so the
+        hooks whose on_create had completed get on_destroy (none, if none
+        had; a second signal stops them) and the sandbox is deleted; the
+        closing message says which on_destroy hooks ran and whether the
+        sandbox was deleted, from what actually happened
+
+With ``run --json``, stdout is one JSON event per line (the schema is
+``runner schema --events``) and always ends with one ``result`` event that
+carries the exit code and why, even for a usage error or an interrupt.
 
 Heavy packages (docker, jinja2, jsonschema) are imported inside the commands
 that need them, so ``runner --help`` stays fast and ``runner validate`` never
@@ -17,11 +24,13 @@ imports docker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -29,8 +38,11 @@ from . import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
+#: The schema file `runner init` writes beside the starter, which names it in its modeline.
+STARTER_SCHEMA = "runner.schema.json"
+
 STARTER = """\
-# yaml-language-server: $schema=https://sandbox-runner.dev/schemas/runner.schema.json
+# yaml-language-server: $schema=./runner.schema.json
 # A starter file: `runner run {name} --input demo.task.title="Say hello"`
 version: 1
 inputs:
@@ -58,9 +70,20 @@ agent:
 """
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
+class _Stopped(SystemExit):
+    """A command stopped with an error already printed; ``messages`` say why
+    (the summary, then each problem), for ``run --json``'s ``result`` event."""
+
+    def __init__(self, messages: list[str], code: int) -> None:
+        super().__init__(code)
+        self.messages = messages
+
+
+def _fail(message: str, code: int = EXIT_USAGE, *, details: Sequence[str] = ()) -> NoReturn:
+    for line in details:
+        click.echo(line, err=True)
     click.echo(f"runner: {message}", err=True)
-    sys.exit(code)
+    raise _Stopped([message, *details], code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -175,9 +198,8 @@ def _compile(
     except ValueError as exc:  # an override that cannot apply (OverrideError)
         _fail(str(exc))
     except ConfigError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        _fail(f"{len(exc.problems)} problem(s) in {file}")
+        problems = [str(problem) for problem in exc.problems]
+        _fail(f"{len(problems)} problem(s) in {file}", details=problems)
     for note in compiled.notes:
         click.echo(f"runner: {note}", err=True)
     return compiled
@@ -269,19 +291,23 @@ def run(
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
 
     With a prompt, the agent's final answer goes to stdout (with --json, in
-    the `turn` event) and a failed turn exits 1.
+    the `turn` event) and a failed turn exits 1.  With --json, stdout ends
+    with one `result` event (exit code and why), after a usage error or an
+    interrupt too; `runner schema --events` is the schema of every event.
     """
     import anyio
 
-    if prompt is not None and prompt_file is not None:
-        _fail("give --prompt or --prompt-file, not both")
-    if prompt_file is not None:
-        prompt = prompt_file.read()
-
-    compiled = _compile(
-        file, output_dir=str(Path(output_dir).resolve()), sandbox=sandbox, image=image
-    )
-    values = _input_values(compiled, assignments, input_files)
+    started = time.perf_counter()
+    with _result_if_stopped(as_json, started):
+        if prompt is not None and prompt_file is not None:
+            _fail("give --prompt or --prompt-file, not both")
+        if prompt_file is not None:
+            prompt = prompt_file.read()
+        compiled = _compile(
+            file, output_dir=str(Path(output_dir).resolve()), sandbox=sandbox, image=image
+        )
+        values = _input_values(compiled, assignments, input_files)
+        sets = None if input_sets is None else _load_input_sets(input_sets, base=values)
     if compiled.agent.environment.backend == "local" and not quiet and sandbox != "local":
         click.echo(
             "runner: warning: sandbox local runs every command on this machine with your "
@@ -289,14 +315,35 @@ def run(
             "--quiet silences this",
             err=True,
         )
-    if input_sets is None:
-        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet))
-    sets = _load_input_sets(input_sets, base=values)
+    if sets is None:
+        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet, started))
     overrides = {"sandbox": sandbox, "image": image}
     code = anyio.run(
-        _run_parallel, file, Path(output_dir).resolve(), sets, prompt, parallel, as_json, overrides
+        _run_parallel,
+        file,
+        Path(output_dir).resolve(),
+        sets,
+        prompt,
+        parallel,
+        as_json,
+        overrides,
+        started,
     )
     sys.exit(code)
+
+
+@contextlib.contextmanager
+def _result_if_stopped(as_json: bool, started: float) -> Iterator[None]:
+    """A usage or input error before any session still ends ``--json`` output
+    with a ``result`` event saying why, so a CI job reading only stdout knows."""
+    from ._run import RunOutcome
+
+    try:
+        yield
+    except _Stopped as stopped:
+        outcome = RunOutcome(exit_code=int(stopped.code or EXIT_USAGE), messages=stopped.messages)
+        _json_writer(as_json)(outcome.as_event(duration_seconds=time.perf_counter() - started))
+        raise
 
 
 def _load_input_sets(path: str, *, base: dict[str, Any]) -> list[dict[str, Any]]:
@@ -321,10 +368,11 @@ async def _run_parallel(
     parallel: int,
     as_json: bool,
     overrides: dict[str, str | None],
+    started: float,
 ) -> int:
     """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
     from ._progress import ProgressPrinter, terminal_safe
-    from ._run import run_many
+    from ._run import CloseTrace, run_many
 
     emit_json = _json_writer(as_json)
     # Compiled once per set: each set's save: steps write into its own folder.
@@ -332,17 +380,18 @@ async def _run_parallel(
         _compile(file, output_dir=str(output_dir / str(index + 1)), **overrides).agent
         for index in range(len(sets))
     ]
+    traces = [CloseTrace() for _ in sets]
 
     def listener_for(index: int) -> Any:
         printer = ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ")
 
         def on_event(event: dict[str, Any]) -> None:
+            traces[index](event)
             printer(event)
             emit_json({**event, "set": index + 1})
 
         return on_event
 
-    started = time.perf_counter()
     outcomes, interrupted = await _until_signal(
         run_many(
             agents.__getitem__, sets, prompt=prompt, concurrency=parallel, listener_for=listener_for
@@ -366,51 +415,75 @@ async def _run_parallel(
         )
         if outcome.text is not None and not as_json:
             click.echo(f"[{index + 1}] {outcome.text}")
-        emit_json(
-            {
-                "event": "result",
-                "set": index + 1,
-                "exit_code": outcome.exit_code,
-                "text": outcome.text,
-                "messages": outcome.messages,
-            }
-        )
+        emit_json(outcome.as_event("set_result", set=index + 1))
+    total = _sets_outcome(outcomes, traces if interrupted else None)
     if interrupted:
-        click.echo("runner: interrupted; every open session was closed", err=True)
-        return EXIT_INTERRUPTED
-    code = max((o.exit_code for o in outcomes), default=EXIT_OK)
-    emit_json({"event": "summary", "sessions": len(sets), "failed": failed, "exit_code": code})
-    return code
+        for message in total.messages:
+            click.echo(f"runner: {terminal_safe(message)}", err=True)
+    counts = {"sessions": len(sets)} if interrupted else {"sessions": len(sets), "failed": failed}
+    emit_json(total.as_event(duration_seconds=time.perf_counter() - started, **counts))
+    return total.exit_code
+
+
+def _sets_outcome(outcomes: list[Any], traces: list[Any] | None) -> Any:
+    """The whole --input-sets run as one outcome: the worst exit code and each
+    failed set's error; after an interrupt (``traces`` given), how each set's
+    session was closed."""
+    from ._run import RunOutcome
+
+    if traces is not None:
+        lines = [f"set {index + 1}: {trace.describe()}" for index, trace in enumerate(traces)]
+        return RunOutcome(
+            exit_code=EXIT_INTERRUPTED,
+            messages=["interrupted; every session that had started was closed", *lines],
+        )
+    return RunOutcome(
+        exit_code=max((o.exit_code for o in outcomes), default=EXIT_OK),
+        messages=[f"set {i + 1}: {o.error}" for i, o in enumerate(outcomes) if not o.ok],
+    )
 
 
 async def _run_session(
-    compiled: Any, values: dict[str, Any], prompt: str | None, as_json: bool, quiet: bool = False
+    compiled: Any,
+    values: dict[str, Any],
+    prompt: str | None,
+    as_json: bool,
+    quiet: bool,
+    started: float,
 ) -> int:
     from ._events import listen
     from ._progress import ProgressPrinter, terminal_safe
-    from ._run import run_once
+    from ._run import CloseTrace, RunOutcome, run_once
 
     emit_json = _json_writer(as_json)
     printer = ProgressPrinter(sys.stderr)
+    trace = CloseTrace()
 
     def on_event(event: dict[str, Any]) -> None:
+        trace(event)
         if not quiet:
             printer(event)
         emit_json(event)
 
     with listen(on_event):
         outcome, interrupted = await _until_signal(run_once(compiled.agent, values, prompt=prompt))
-    code = outcome.exit_code if outcome is not None else EXIT_FAILED
-    for message in outcome.messages if outcome is not None else []:
+    if interrupted or outcome is None:
+        outcome = outcome or RunOutcome(session_id=trace.session_id)
+        outcome.exit_code = EXIT_INTERRUPTED
+        outcome.messages.append(_interrupt_message(trace))
+    for message in outcome.messages:
         click.echo(f"runner: {terminal_safe(message)}", err=True)
-    if interrupted:
-        click.echo("runner: interrupted; the session was closed", err=True)
-        code = EXIT_INTERRUPTED
-    text = outcome.text if outcome is not None else None
-    if text is not None and not as_json:
-        click.echo(text)
-    emit_json({"event": "result", "exit_code": code, "text": text})
-    return code
+    if outcome.text is not None and not as_json:
+        click.echo(outcome.text)
+    emit_json(outcome.as_event(duration_seconds=time.perf_counter() - started))
+    return int(outcome.exit_code)
+
+
+def _interrupt_message(trace: Any) -> str:
+    """What an interrupt left behind, from the session's own events."""
+    if trace.session_id is None:
+        return "interrupted before a session started; nothing was created"
+    return f"interrupted; the session was closed: {trace.describe()}"
 
 
 def _json_writer(enabled: bool) -> Any:
@@ -432,13 +505,16 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
     interrupted: list[int] = []
     result: list[Any] = []
 
-    async def watch_signals(scope: anyio.CancelScope) -> None:
+    async def watch_signals(
+        scope: anyio.CancelScope, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         # The receiver stays open until the end: the first signal cancels the
         # work (on_destroy still runs, shielded); the second stops on_destroy
         # and goes straight to deleting the sandboxes.
         from ._lifecycle import force_cleanup
 
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()  # the handlers are in place before any work starts
             async for received in signals:
                 if len(interrupted) == 1:
                     if force_cleanup():
@@ -448,8 +524,9 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
                         )
                 elif not interrupted:
                     click.echo(
-                        "runner: interrupted: closing (on_destroy runs; interrupt again to "
-                        "skip it and delete the sandbox at once)",
+                        "runner: interrupted: closing (on_destroy of the hooks that "
+                        "completed on_create runs; interrupt again to skip it and delete "
+                        "the sandbox at once)",
                         err=True,
                     )
                 interrupted.append(received)
@@ -457,90 +534,118 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
 
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as scope:
-            tg.start_soon(watch_signals, scope)
+            await tg.start(watch_signals, scope)
             result.append(await work)
         tg.cancel_scope.cancel()
     return (result[0] if result else None), bool(interrupted)
 
 
 @main.command()
-def schema() -> None:
-    """Print the JSON Schema of the YAML format."""
-    from .config.schema import schema_text
+@click.option(
+    "--events", is_flag=True, help="The schema of the `run --json` events instead of the YAML's."
+)
+@click.option(
+    "--path",
+    "as_path",
+    is_flag=True,
+    help="Print the installed schema file's absolute path instead of its text.",
+)
+def schema(events: bool, as_path: bool) -> None:
+    """Print the JSON Schema of the YAML format (or, with --events, of the --json events)."""
+    if as_path:
+        name = "events.schema.json" if events else "runner.schema.json"
+        click.echo(_shipped_schema_path(name))
+    elif events:
+        from ._events import events_schema_text
 
-    click.echo(schema_text(), nl=False)
+        click.echo(events_schema_text(), nl=False)
+    else:
+        from .config.schema import schema_text
+
+        click.echo(schema_text(), nl=False)
+
+
+def _shipped_schema_path(name: str) -> Path:
+    """Where the installed package keeps a schema: for editors and validators
+    that want a file (``$schema``, ``check-jsonschema --schemafile``)."""
+    from importlib import resources
+
+    return Path(str(resources.files("runner").joinpath(f"schemas/{name}"))).resolve()
 
 
 @main.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 def info(file: str | None) -> None:
-    """What can run here: Docker, images, extras, keys (and what FILE needs)."""
-    import importlib.util
-    import os
+    """What can run here: Docker, images, extras, keys; with FILE, what FILE needs.
+
+    With FILE it lists every input, secret, the sandbox and its image, the
+    extras and the model's key, then a verdict, so a CI job can check before
+    it runs: exit 0 when ready, 2 when something required is missing.  Secret
+    and key values are never printed, only whether they are set.
+    """
     import platform
 
-    from .sandboxes.docker import DEFAULT_IMAGE, IMAGE_VARIABLE, DockerClient
+    from ._info import NotReady, docker_engine, echo_default_image, echo_file_needs, echo_host_keys
 
+    compiled = _compile(file) if file else None  # a broken file fails before Docker is asked
     click.echo(f"runner {__version__} on Python {platform.python_version()}")
-    docker_problem = None
-    engine = None
-    try:
-        engine = DockerClient()._connect()
-        click.echo(f"docker: reachable (engine {engine.version().get('Version', '?')})")
-    except Exception as exc:
-        docker_problem = str(exc)
-        click.echo(f"docker: not reachable: {exc}")
-    image = os.environ.get(IMAGE_VARIABLE) or DEFAULT_IMAGE
-    images = {image}
-    compiled = _compile(file) if file else None
-    environment = compiled.agent.environment if compiled else None
-    if environment is not None and getattr(environment, "image", None):
-        images.add(environment.image)
-    for name in sorted(images):
-        if engine is None:
-            click.echo(f"image {name}: unknown (no engine)")
-            continue
-        try:
-            engine.images.get(name)
-            click.echo(f"image {name}: present")
-        except Exception:
-            click.echo(f"image {name}: missing (will be pulled on first use)")
-    koyeb = importlib.util.find_spec("koyeb") is not None
-    token = "set" if os.environ.get("KOYEB_API_TOKEN") else "not set"
-    click.echo(
-        "extra koyeb: "
-        + ("installed" if koyeb else "not installed (pip install 'sandbox-runner[koyeb]')")
-    )
-    click.echo("MISTRAL_API_KEY: " + ("set" if os.environ.get("MISTRAL_API_KEY") else "not set"))
-    click.echo(f"KOYEB_API_TOKEN: {token}")
+    engine, docker_problem = docker_engine()
+    if compiled is None:
+        echo_default_image(engine)
+    echo_host_keys()
     if compiled is not None:
-        backend = environment.backend
-        click.echo(f"{file}: agent {compiled.agent.name!r}, sandbox {backend}")
-        if backend == "docker" and docker_problem:
-            _fail(f"{file} needs Docker, which is not reachable here")
-        if backend == "mistral":
-            from ._errors import AgentsError
-
-            try:
-                environment.check_available()
-            except AgentsError as exc:
-                _fail(f"{file} cannot run here: {exc}")
+        try:
+            echo_file_needs(str(file), compiled, engine, docker_problem)
+        except NotReady as exc:
+            _fail(str(exc))
 
 
 @main.command()
 @click.argument("path", default="runner.yaml", type=click.Path(dir_okay=False))
-@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option("--force", is_flag=True, help="Overwrite an existing file (the YAML or the schema).")
 def init(path: str, force: bool) -> None:
-    """Write a starter YAML file (local sandbox) that validates."""
+    """Write a starter YAML file (local sandbox) that validates, and the schema beside it.
+
+    Editors complete and check the file offline: the schema is copied next to
+    it as runner.schema.json, and its first line names the copy by a relative
+    path (`# yaml-language-server: $schema=./runner.schema.json`).  A copy,
+    not the installed schema's absolute path, because teams commit these files
+    and venvs move: a relative pair works on every clone, and a URL works
+    only online.  After an upgrade, `runner schema > runner.schema.json`
+    refreshes the copy.  A schema file already there with other content is
+    left alone unless --force; one with the same content is kept as is.
+    """
+    from .config.schema import schema_text
+
     target = Path(path)
+    schema_file = target.parent / STARTER_SCHEMA
+    if target.name == STARTER_SCHEMA:
+        _fail(f"{path}: {STARTER_SCHEMA} is the name of the schema written beside it")
     if target.exists() and not force:
         _fail(f"{path} exists; pass --force to overwrite it")
+    schema = schema_text()
+    schema_is_current = _has_text(schema_file, schema)
+    if schema_file.exists() and not schema_is_current and not force:
+        _fail(f"{schema_file} exists with other content; pass --force to overwrite it")
     try:  # a new project's folder may not exist yet: create it
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not schema_is_current:
+            schema_file.write_text(schema, encoding="utf-8")
         target.write_text(STARTER.format(name=path), encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot write {path}: {exc.strerror or exc}")
-    click.echo(f"wrote {path}; try: runner render {path} --input demo.task.title=hello")
+        _fail(f"cannot write {exc.filename or path}: {exc.strerror or exc}")
+    click.echo(
+        f"wrote {path} (editors check it against {schema_file}); "
+        f"try: runner render {path} --input demo.task.title=hello"
+    )
+
+
+def _has_text(path: Path, text: str) -> bool:
+    """Whether ``path`` is a readable file holding exactly ``text``."""
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 @main.command()

@@ -134,3 +134,25 @@ def test_every_error_is_reported_most_relevant_first(tmp_path) -> None:
     assert found[0].startswith("agent.yaml:1:10:")
     assert "unknown key 'colour'" in found[1]
     assert "unknown key 'content'" in found[2]
+
+
+@pytest.mark.parametrize("version", ["1.0", "'1'", "true", "{x: 1}", "2"])
+def test_a_version_other_than_the_integer_1_is_refused_with_the_fix(tmp_path, version) -> None:
+    # 1.0 == 1 in JSON Schema's `const`: only the integer type rule catches it.
+    assert messages(tmp_path, f"version: {version}\nagent:\n  model: m\n") == [
+        "agent.yaml:1:10: the format version is the integer 1; write version: 1 (at version)"
+    ]
+
+
+def test_runner_validate_refuses_version_1_0(tmp_path) -> None:
+    path = write(tmp_path, "version: 1.0\nagent:\n  model: m\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "validate", path.name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "agent.yaml:1:10: the format version is the integer 1; write version: 1" in (
+        result.stderr
+    )

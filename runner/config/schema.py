@@ -138,7 +138,10 @@ def _messages(error: Any) -> list[tuple[tuple, str, bool]]:
     """(path, message, at_key) for one jsonschema error, worded for YAML authors."""
     path = tuple(error.absolute_path)
     custom = error.schema.get("x-error") if isinstance(error.schema, dict) else None
-    if isinstance(error.instance, dict) and (custom or error.validator == "additionalProperties"):
+    key_error = error.validator == "additionalProperties"
+    # A mapping where no branch takes keys (``version: {x: 1}``) is a wrong
+    # type, not a misspelled key: the custom wording explains it.
+    if isinstance(error.instance, dict) and (key_error or (custom and _keys_at(path))):
         unknown = _unknown_keys(error)
         if unknown:
             return unknown
