@@ -28,7 +28,7 @@ for concurrency:
 4. file copy of 1 MB and 100 MB: ``write_file`` then ``read_file`` against
    ``docker cp`` host->container then container->host (temp files); contents
    are checked outside the timed region.  Target: runner no slower (<= 1.0x).
-   ``exec_channel=False`` (the Engine's archive API) is an extra row, and a
+   ``exec_channel=False`` (`cat` run as the sandbox user) is an extra row, and a
    footnote gives the peak RSS growth of one ``read_file`` (VmHWM, reset
    through ``/proc/self/clear_refs``).
 5. concurrency: 1, 8 and 32 sessions at once (cold; each runs 5 ``execute``

@@ -19,16 +19,13 @@ Commands run over the exec channel (see ``_exec_channel``); without it,
 through one ``docker exec`` each under ``timeout`` inside the container.
 Either way the runner keeps each command's deadline on the host too.
 
-The docker SDK is blocking; every call runs in a worker thread, through a
-``CapacityLimiter`` sized to the client's connection pool so concurrent
-sessions queue for a connection instead of failing.  ``import docker``
-happens on first use, never at import time.
+Talking to the Engine (client, images, containers, garbage collection) is
+in ``_docker_engine``; the per-command path in ``_docker_exec``; the
+channel in ``_exec_channel`` and its helper in ``_exec_helper``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import os
 import posixpath
@@ -45,6 +42,35 @@ import anyio
 from .._errors import SandboxUnavailableError
 from .._events import emit
 from .._network import Network
+from ._docker_engine import (
+    DEFAULT_IMAGE,
+    IMAGE_VARIABLE,
+    LABEL,
+    LABEL_EXPIRES,
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_START,
+    LABEL_SESSION,
+    DockerClient,
+    collect_garbage,
+    create_and_start,
+    ensure_image,
+    process_start_time,
+    remove_container,
+    short_error,
+)
+from ._docker_exec import (
+    CREATE_SCRIPT,
+    FILE_DEADLINE_SECONDS,
+    PROBE_SECONDS,
+    READ_SCRIPT,
+    WRITE_SCRIPT,
+    drain,
+    exec_capped,
+    exec_file,
+    file_error,
+    probe,
+)
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from ._pool import WarmPool
 from .base import (
@@ -70,15 +96,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 logger = logging.getLogger("runner")
 
-DEFAULT_IMAGE = "python:3.12-bookworm"
-IMAGE_VARIABLE = "RUNNER_DOCKER_IMAGE"
 WORKSPACE = "/workspace"
-LABEL = "sandbox-runner"
-LABEL_SESSION = "sandbox-runner.session-id"
-LABEL_EXPIRES = "sandbox-runner.expires-at"
-LABEL_OWNER_HOST = "sandbox-runner.owner-host"
-LABEL_OWNER_PID = "sandbox-runner.owner-pid"
-LABEL_OWNER_START = "sandbox-runner.owner-start"
 #: Every capability is dropped, then only these are given back, each for a
 #: reason.  They are root's only (the helper, the setup script, ``user:
 #: root`` commands): the sandbox user's commands have none.  CHOWN - give the
@@ -103,8 +121,6 @@ READ_ONLY_TMPFS_SIZES = {"/tmp": "256m", "home": "256m", WORKSPACE: "1g"}
 DEFAULT_CPUS = 2.0
 #: Files travel over the exec channel in pieces of this size.
 FILE_CHUNK_BYTES = 16 << 20
-#: How long one piece of a file (one whole file on the per-command path) may take.
-FILE_DEADLINE_SECONDS = 300.0
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
@@ -112,88 +128,8 @@ KILL_GRACE_SECONDS = 2
 #: How long past a command's timeout the host waits before it stops waiting
 #: (the in-container ``timeout`` gets KILL_GRACE_SECONDS of it to act first).
 HOST_GRACE_SECONDS = 5.0
-#: The image probe at start: a few ``command -v`` calls.
-PROBE_SECONDS = 30.0
-_POOL_SIZE = 10  # docker-py's default connection pool per client
 #: A pooled container unclaimed this long is replaced by a fresh one.
 POOL_MAX_IDLE_SECONDS = 600.0
-
-START_DOCKER_HINT = (
-    "start the engine (for example 'sudo dockerd --bridge=none --iptables=false &' or "
-    "'sudo systemctl start docker'), or point DOCKER_HOST at a running one"
-)
-
-
-class DockerClient:
-    """A docker SDK client plus the limiter that keeps calls within its pool.
-
-    Created lazily, once per environment, so building an agent costs nothing
-    and a machine without Docker fails only when a session starts.
-    """
-
-    def __init__(self, base_url: str | None = None) -> None:
-        self.base_url = base_url
-        self._client: docker.DockerClient | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
-
-    def fork(self) -> DockerClient:
-        """A wrapper sharing this one's SDK client (and its connection pool) with a
-        limiter of its own, for use from another event loop (the warm pool's)."""
-        twin = DockerClient(self.base_url)
-        twin._client = self._connect()
-        return twin
-
-    def _connect(self) -> docker.DockerClient:
-        if self._client is None:
-            import docker
-            from docker.errors import DockerException
-
-            try:
-                if self.base_url:
-                    client = docker.DockerClient(
-                        base_url=self.base_url, timeout=None, max_pool_size=_POOL_SIZE
-                    )
-                else:
-                    client = docker.from_env(timeout=None, max_pool_size=_POOL_SIZE)
-                client.ping()
-            except DockerException as exc:
-                where = self.base_url or os.environ.get("DOCKER_HOST") or "the default socket"
-                raise SandboxUnavailableError(
-                    f"the Docker engine is not reachable at {where} ({exc}); {START_DOCKER_HINT}"
-                ) from exc
-            self._client = client
-        return self._client
-
-    async def call(
-        self, function: Callable[..., T], *args: Any, abandon_on_cancel: bool = False
-    ) -> T:
-        """Run ``function(client, *args)`` in a worker thread within the pool's limit."""
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(_POOL_SIZE)
-        if self._client is None:
-            await anyio.to_thread.run_sync(self._connect, limiter=self._limiter)
-        client = self._client
-        assert client is not None
-        return await anyio.to_thread.run_sync(
-            partial(_engine_call, function, client, *args),
-            limiter=self._limiter,
-            abandon_on_cancel=abandon_on_cancel,
-        )
-
-
-def _engine_call(function: Callable[..., T], client: Any, *args: Any) -> T:
-    """Run one blocking SDK call; an Engine that stopped answering (restarted,
-    gone, or the container gone with it) becomes a typed error, not a raw
-    HTTP or socket exception."""
-    from docker.errors import DockerException
-    from requests.exceptions import RequestException
-
-    try:
-        return function(client, *args)
-    except (DockerException, RequestException) as exc:
-        raise SandboxUnavailableError(
-            f"the Docker engine failed: {_short(exc)}; {START_DOCKER_HINT}"
-        ) from exc
 
 
 class LocalDockerSandbox(SandboxEnvironment):
@@ -405,12 +341,12 @@ class LocalDockerSandbox(SandboxEnvironment):
         self, *, session_id: str, expires_at: float | None, client: DockerClient | None = None
     ) -> DockerSandbox:
         client = client or self.client
-        await client.call(_ensure_image, self.image)
+        await client.call(ensure_image, self.image)
         options = self.container_options(session_id=session_id, expires_at=expires_at)
         # Shielded: a cancellation arriving while the engine creates the
         # container would otherwise lose the handle and leak the container.
         with anyio.CancelScope(shield=True):
-            container = await client.call(_create_and_start, options)
+            container = await client.call(create_and_start, options)
         sandbox = DockerSandbox(
             client=client,
             container=container,
@@ -496,7 +432,7 @@ class DockerSandbox(Sandbox):
         if self.channel is not None:  # the helper's first answer already told us
             found: dict[str, bool] | None = self.channel.found
         else:
-            found = await self.client.call(_probe, self.container_id)
+            found = await self.client.call(probe, self.container_id, WORKSPACE)
         if found is None or not found.get("sleep"):
             raise SandboxUnavailableError(
                 f"the container from {self.image!r} exited right after it started; the image "
@@ -655,7 +591,7 @@ class DockerSandbox(Sandbox):
             command,
         ]
         exit_code, stdout, stderr, truncated = await self.client.call(
-            _exec_capped,
+            exec_capped,
             self.container_id,
             argv,
             check_env(env),
@@ -714,7 +650,7 @@ class DockerSandbox(Sandbox):
                 timeout=FILE_DEADLINE_SECONDS,
             )
             if "error" in header:
-                raise _file_error(header, path)
+                raise file_error(header, path)
             if offset == 0 and header["size"] > self.max_file_bytes:
                 raise FileTooLargeError(path, header["size"], self.max_file_bytes)
             offset += len(body)
@@ -729,7 +665,7 @@ class DockerSandbox(Sandbox):
         """The same through ``cat`` as the sandbox user (blocking): no size is
         known in advance, so the read stops one byte past ``max_file_bytes``."""
         read = 0
-        for piece in _exec_file(
+        for piece in exec_file(
             client, self.container_id, READ_SCRIPT, self._path(path), self._docker_user()
         ):
             read += len(piece)
@@ -782,7 +718,7 @@ class DockerSandbox(Sandbox):
                     timeout=FILE_DEADLINE_SECONDS,
                 )
                 if "error" in header:
-                    raise _file_error(header, path)
+                    raise file_error(header, path)
 
         try:
             done = await self._on_channel(write_pieces)
@@ -792,8 +728,8 @@ class DockerSandbox(Sandbox):
             user = self._docker_user()
 
             def create_then_write(client: docker.DockerClient) -> None:
-                _drain(_exec_file(client, self.container_id, CREATE_SCRIPT, target, user))
-                _drain(_exec_file(client, self.container_id, WRITE_SCRIPT, target, user, payload))
+                drain(exec_file(client, self.container_id, CREATE_SCRIPT, target, user))
+                drain(exec_file(client, self.container_id, WRITE_SCRIPT, target, user, payload))
 
             await self.client.call(create_then_write)
 
@@ -811,7 +747,7 @@ class DockerSandbox(Sandbox):
             if self.channel is not None:
                 self.channel.close()
                 self.channel = None
-            await self.client.call(_remove_container, self.container_id)
+            await self.client.call(remove_container, self.container_id)
             self._deleted = True
 
 
@@ -821,35 +757,6 @@ class _NoChannel:
 
 NO_CHANNEL = _NoChannel()
 
-#: The per-command path's file moves, as the sandbox user: ``sh -c SCRIPT sh
-#: PATH``.  Exit statuses name the failure (see ``_exec_file``).
-READ_SCRIPT = """\
-if [ -d "$1" ]; then exit 121; fi
-if [ -e "$1" ] && [ ! -f "$1" ]; then exit 122; fi
-exec cat -- "$1"
-"""
-#: Writes come in two execs: the first creates (or empties) the file, so a
-#: refusal comes back at once; only then does the second take the bytes.
-CREATE_SCRIPT = """\
-if [ -d "$1" ]; then exit 121; fi
-if [ -e "$1" ] && [ ! -f "$1" ]; then exit 122; fi
-mkdir -p -- "${1%/*}/" && : > "$1"
-"""
-WRITE_SCRIPT = 'exec cat > "$1"'
-
-_SCRIPT_ERRORS = {
-    121: (IsADirectoryError, errno.EISDIR, "Is a directory"),
-    122: (OSError, errno.EINVAL, "not a regular file"),
-}
-#: Otherwise the error ``cat``, ``mkdir`` or the shell printed (GNU and busybox
-#: say the same words; the sandbox has no translations of them).
-_MESSAGE_ERRORS = (
-    ("No such file or directory", FileNotFoundError, errno.ENOENT),
-    ("Permission denied", PermissionError, errno.EACCES),
-    ("Not a directory", NotADirectoryError, errno.ENOTDIR),
-)
-
-
 # --- blocking helpers, run in worker threads --------------------------------
 
 
@@ -857,7 +764,7 @@ def _discard_pooled(sandbox: DockerSandbox) -> None:
     """Runs in the pool's thread (or at exit): remove an unclaimed container."""
     if sandbox.channel is not None:
         sandbox.channel.close()
-    _remove_container(sandbox.client._connect(), sandbox.container_id)
+    remove_container(sandbox.client._connect(), sandbox.container_id)
 
 
 #: Threads waiting on channel answers hold no Engine connection, so they get
@@ -872,307 +779,4 @@ def _start_channel(client: docker.DockerClient, channel: ExecChannel) -> None:
     try:
         channel.start()
     except DockerException as exc:
-        raise ChannelError(f"cannot start the helper: {_short(exc)}") from exc
-
-
-def _file_error(header: dict[str, Any], path: str) -> OSError:
-    kinds = {
-        "FileNotFoundError": FileNotFoundError,
-        "IsADirectoryError": IsADirectoryError,
-        "PermissionError": PermissionError,
-        "NotADirectoryError": NotADirectoryError,
-    }
-    kind = kinds.get(header["error"], OSError)
-    return kind(f"{path}: {header['message']}")
-
-
-def _ensure_image(client: docker.DockerClient, image: str) -> None:
-    from docker.errors import DockerException, ImageNotFound
-
-    try:
-        client.images.get(image)
-        return
-    except ImageNotFound:
-        pass
-    try:
-        client.images.pull(image)
-    except DockerException as exc:
-        raise SandboxUnavailableError(
-            f"Docker image {image!r} is not on this machine and could not be pulled "
-            f"({_short(exc)}); build or load it, or set {IMAGE_VARIABLE} (or image=) "
-            "to an image listed by 'docker images'"
-        ) from exc
-
-
-def _create_and_start(client: docker.DockerClient, options: dict[str, Any]) -> Container:
-    from docker.errors import DockerException
-
-    options = dict(options)
-    options.pop("detach", None)
-    try:
-        container = client.containers.create(**options)
-    except DockerException as exc:
-        raise SandboxUnavailableError(
-            f"could not create a container from {options['image']!r}: {_short(exc)}"
-        ) from exc
-    try:
-        container.start()
-    except BaseException as exc:
-        container.remove(force=True)
-        if isinstance(exc, DockerException):
-            raise SandboxUnavailableError(
-                f"could not start a container from {options['image']!r}: {_short(exc)}"
-            ) from exc
-        raise
-    return container
-
-
-def _probe(client: docker.DockerClient, container_id: str) -> dict[str, bool] | None:
-    """Which of bash, timeout and sleep the image has; None if the container
-    is not running."""
-    from docker.errors import APIError
-
-    script = "for c in bash timeout sleep; do command -v $c >/dev/null && echo $c; done"
-    try:
-        _code, stdout, _err, _cut = _exec_capped(
-            client, container_id, ["sh", "-c", script], {}, WORKSPACE, 1 << 16, PROBE_SECONDS
-        )
-    except APIError as exc:
-        if exc.status_code == 409:  # "container ... is not running"
-            return None
-        raise
-    present = stdout.decode("utf-8", errors="replace").split()
-    return {name: name in present for name in ("bash", "timeout", "sleep")}
-
-
-def _exec_capped(
-    client: docker.DockerClient,
-    container_id: str,
-    argv: list[str],
-    env: dict[str, str],
-    workdir: str,
-    cap: int,
-    deadline_seconds: float,
-    user: str = "0:0",
-) -> tuple[int | None, bytes, bytes, bool]:
-    """One exec, its output streamed and capped (head and tail) as the helper does.
-
-    The deadline is kept here, on the host: the ``timeout`` inside the
-    container is the agent's to stop or replace.  When it passes, the output
-    stream is closed and the exit code is None (the command may still run;
-    it goes with the container).
-    """
-    from ._exec_helper import Capped
-
-    api = client.api
-    exec_id = api.exec_create(
-        container_id,
-        argv,
-        stdout=True,
-        stderr=True,
-        environment=env or None,
-        workdir=workdir,
-        user=user,
-    )["Id"]
-    out, err = Capped(cap), Capped(cap)
-    stream = api.exec_start(exec_id, stream=True, demux=True)
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        stream.close()  # the blocked read below returns
-
-    timer = threading.Timer(deadline_seconds, expire)
-    timer.daemon = True
-    timer.start()
-    try:
-        for stdout, stderr in stream:
-            if stdout:
-                out.add(stdout)
-            if stderr:
-                err.add(stderr)
-    finally:
-        timer.cancel()
-        stream.close()
-    truncated = out.total > len(out.head) + len(out.tail) or err.total > len(err.head) + len(
-        err.tail
-    )
-    if expired.is_set():
-        return None, out.value(), err.value(), truncated
-    exit_code = api.exec_inspect(exec_id)["ExitCode"]
-    code = exit_code if exit_code is not None else -1
-    return code, out.value(), err.value(), truncated
-
-
-def _exec_file(
-    client: docker.DockerClient,
-    container_id: str,
-    script: str,
-    path: str,
-    user: str,
-    data: bytes | None = None,
-) -> Iterator[bytes]:
-    """Run ``script`` (``READ_SCRIPT``/``WRITE_SCRIPT``) on ``path`` as ``user``,
-    feeding it ``data`` on stdin; yield its stdout as it arrives, then raise
-    the ``OSError`` its exit status names.
-
-    Used where there is no helper: ``cat`` running as the sandbox user moves
-    the bytes, so the Engine's archive API (which reads and writes as root,
-    following the agent's links) is never used.  The whole move has a host
-    deadline of ``FILE_DEADLINE_SECONDS``.
-    """
-    api = client.api
-    exec_id = api.exec_create(
-        container_id,
-        ["sh", "-c", script, "sh", path],
-        stdin=data is not None,
-        stdout=True,
-        stderr=True,
-        user=user,
-        workdir="/",
-    )["Id"]
-    attached = api.exec_start(exec_id, socket=True)
-    raw = getattr(attached, "_sock", attached)
-    deadline = time.monotonic() + FILE_DEADLINE_SECONDS
-    stderr = bytearray()
-    try:
-        if data is not None:
-            view = memoryview(data)
-            try:
-                for start in range(0, len(data), 1 << 20):
-                    raw.settimeout(max(0.01, deadline - time.monotonic()))
-                    raw.sendall(view[start : start + (1 << 20)])
-                raw.shutdown(socket.SHUT_WR)  # cat sees the end of its input
-            except (BrokenPipeError, ConnectionResetError):
-                # The script ended early (it refused the file): its status says why.
-                with contextlib.suppress(OSError):
-                    raw.shutdown(socket.SHUT_WR)
-        buffer = _SocketReader(raw, deadline)
-        while True:
-            head = buffer.read_exact(8, eof_ok=True)
-            if head is None:
-                break
-            payload = buffer.read_exact(int.from_bytes(head[4:8], "big"))
-            if head[0] == 1:
-                yield payload
-            elif len(stderr) < 4096:
-                stderr += payload[: 4096 - len(stderr)]
-    except TimeoutError:
-        raise OSError(
-            errno.ETIMEDOUT,
-            f"the sandbox did not finish moving the file in {FILE_DEADLINE_SECONDS:g} s",
-            path,
-        ) from None
-    finally:
-        attached.close()
-    code = api.exec_inspect(exec_id)["ExitCode"]
-    if code == 0:
-        return
-    if code in _SCRIPT_ERRORS:
-        kind, number, text = _SCRIPT_ERRORS[code]
-        raise kind(number, text, path)
-    message = stderr.decode("utf-8", errors="replace").strip()
-    for text, kind, number in _MESSAGE_ERRORS:
-        if text in message:
-            raise kind(number, text, path)
-    raise OSError(errno.EIO, message[-500:] or f"exit status {code}", path)
-
-
-class _SocketReader:
-    """Exact reads from a socket, each within an overall deadline."""
-
-    def __init__(self, raw: socket.socket, deadline: float) -> None:
-        self._raw = raw
-        self._deadline = deadline
-        self._buffer = bytearray()
-
-    def read_exact(self, size: int, *, eof_ok: bool = False) -> bytes | None:
-        while len(self._buffer) < size:
-            self._raw.settimeout(max(0.01, self._deadline - time.monotonic()))
-            chunk = self._raw.recv(max(1 << 16, size - len(self._buffer)))
-            if not chunk:
-                if eof_ok and not self._buffer:
-                    return None
-                raise OSError(errno.EIO, "the sandbox's output ended early")
-            self._buffer += chunk
-        piece = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return piece
-
-
-def _drain(pieces: Iterator[bytes]) -> None:
-    for _ in pieces:
-        pass
-
-
-def _remove_container(client: docker.DockerClient, container_id: str) -> None:
-    from docker.errors import APIError, NotFound
-
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except NotFound:
-        pass
-    except APIError as exc:
-        if exc.status_code != 409:  # 409: another removal of it is already under way
-            raise
-
-
-def _short(exc: Exception) -> str:
-    text = getattr(exc, "explanation", None) or str(exc)
-    return str(text).strip().splitlines()[0][:300] if text else type(exc).__name__
-
-
-# --- crash leftovers ---------------------------------------------------------
-
-
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (to tell a live owner from a reused pid)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_is_gone(labels: Mapping[str, str]) -> bool:
-    """True if the container's runner process on this host no longer exists."""
-    if labels.get(LABEL_OWNER_HOST) != socket.gethostname():
-        return False
-    try:
-        pid = int(labels.get(LABEL_OWNER_PID, ""))
-    except ValueError:
-        return False
-    started = process_start_time(pid)
-    if started is None:
-        return True
-    recorded = labels.get(LABEL_OWNER_START)
-    return bool(recorded) and recorded != started
-
-
-def is_expired(labels: Mapping[str, str], *, at: float | None = None) -> bool:
-    try:
-        expires_at = float(labels[LABEL_EXPIRES])
-    except (KeyError, ValueError):
-        return False
-    return expires_at <= (time.time() if at is None else at)
-
-
-def collect_garbage(client: docker.DockerClient) -> list[str]:
-    """Remove runner containers that expired or whose owner process is gone.
-
-    Returns the ids of the containers removed.  Containers of live runner
-    processes are left alone, whoever owns them.
-    """
-    from docker.errors import NotFound
-
-    removed = []
-    for summary in client.api.containers(all=True, filters={"label": LABEL}):
-        labels = summary.get("Labels") or {}
-        if is_expired(labels) or owner_is_gone(labels):
-            try:
-                client.api.remove_container(summary["Id"], force=True, v=True)
-            except NotFound:
-                continue
-            removed.append(summary["Id"])
-    return removed
+        raise ChannelError(f"cannot start the helper: {short_error(exc)}") from exc

@@ -1,0 +1,245 @@
+"""The per-command path: one ``docker exec`` per command or file move.
+
+Used where the exec channel's helper cannot run (an image without a full
+python3) or after it was lost.  Each call has a deadline kept on the host:
+the ``timeout`` inside the container is the agent's to stop.  Files move
+through ``cat`` run as the sandbox user (``READ_SCRIPT``, ``CREATE_SCRIPT``,
+``WRITE_SCRIPT``), never through the Engine's archive API, which reads and
+writes as root and follows the agent's links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
+
+#: The image probe at start: a few ``command -v`` calls.
+PROBE_SECONDS = 30.0
+#: How long one piece of a file (one whole file on the per-command path) may take.
+FILE_DEADLINE_SECONDS = 300.0
+
+
+#: The per-command path's file moves, as the sandbox user: ``sh -c SCRIPT sh
+#: PATH``.  Exit statuses name the failure (see ``exec_file``).
+READ_SCRIPT = """\
+if [ -d "$1" ]; then exit 121; fi
+if [ -e "$1" ] && [ ! -f "$1" ]; then exit 122; fi
+exec cat -- "$1"
+"""
+#: Writes come in two execs: the first creates (or empties) the file, so a
+#: refusal comes back at once; only then does the second take the bytes.
+CREATE_SCRIPT = """\
+if [ -d "$1" ]; then exit 121; fi
+if [ -e "$1" ] && [ ! -f "$1" ]; then exit 122; fi
+mkdir -p -- "${1%/*}/" && : > "$1"
+"""
+WRITE_SCRIPT = 'exec cat > "$1"'
+
+_SCRIPT_ERRORS = {
+    121: (IsADirectoryError, errno.EISDIR, "Is a directory"),
+    122: (OSError, errno.EINVAL, "not a regular file"),
+}
+#: Otherwise the error ``cat``, ``mkdir`` or the shell printed (GNU and busybox
+#: say the same words; the sandbox has no translations of them).
+_MESSAGE_ERRORS = (
+    ("No such file or directory", FileNotFoundError, errno.ENOENT),
+    ("Permission denied", PermissionError, errno.EACCES),
+    ("Not a directory", NotADirectoryError, errno.ENOTDIR),
+)
+
+
+def file_error(header: dict[str, Any], path: str) -> OSError:
+    kinds = {
+        "FileNotFoundError": FileNotFoundError,
+        "IsADirectoryError": IsADirectoryError,
+        "PermissionError": PermissionError,
+        "NotADirectoryError": NotADirectoryError,
+    }
+    kind = kinds.get(header["error"], OSError)
+    return kind(f"{path}: {header['message']}")
+
+
+def probe(client: docker.DockerClient, container_id: str, workdir: str) -> dict[str, bool] | None:
+    """Which of bash, timeout and sleep the image has; None if the container
+    is not running."""
+    from docker.errors import APIError
+
+    script = "for c in bash timeout sleep; do command -v $c >/dev/null && echo $c; done"
+    try:
+        _code, stdout, _err, _cut = exec_capped(
+            client, container_id, ["sh", "-c", script], {}, workdir, 1 << 16, PROBE_SECONDS
+        )
+    except APIError as exc:
+        if exc.status_code == 409:  # "container ... is not running"
+            return None
+        raise
+    present = stdout.decode("utf-8", errors="replace").split()
+    return {name: name in present for name in ("bash", "timeout", "sleep")}
+
+
+def exec_capped(
+    client: docker.DockerClient,
+    container_id: str,
+    argv: list[str],
+    env: dict[str, str],
+    workdir: str,
+    cap: int,
+    deadline_seconds: float,
+    user: str = "0:0",
+) -> tuple[int | None, bytes, bytes, bool]:
+    """One exec, its output streamed and capped (head and tail) as the helper does.
+
+    The deadline is kept here, on the host: the ``timeout`` inside the
+    container is the agent's to stop or replace.  When it passes, the output
+    stream is closed and the exit code is None (the command may still run;
+    it goes with the container).
+    """
+    from ._exec_helper import Capped
+
+    api = client.api
+    exec_id = api.exec_create(
+        container_id,
+        argv,
+        stdout=True,
+        stderr=True,
+        environment=env or None,
+        workdir=workdir,
+        user=user,
+    )["Id"]
+    out, err = Capped(cap), Capped(cap)
+    stream = api.exec_start(exec_id, stream=True, demux=True)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        stream.close()  # the blocked read below returns
+
+    timer = threading.Timer(deadline_seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        for stdout, stderr in stream:
+            if stdout:
+                out.add(stdout)
+            if stderr:
+                err.add(stderr)
+    finally:
+        timer.cancel()
+        stream.close()
+    truncated = out.total > len(out.head) + len(out.tail) or err.total > len(err.head) + len(
+        err.tail
+    )
+    if expired.is_set():
+        return None, out.value(), err.value(), truncated
+    exit_code = api.exec_inspect(exec_id)["ExitCode"]
+    code = exit_code if exit_code is not None else -1
+    return code, out.value(), err.value(), truncated
+
+
+def exec_file(
+    client: docker.DockerClient,
+    container_id: str,
+    script: str,
+    path: str,
+    user: str,
+    data: bytes | None = None,
+) -> Iterator[bytes]:
+    """Run ``script`` (``READ_SCRIPT``/``WRITE_SCRIPT``) on ``path`` as ``user``,
+    feeding it ``data`` on stdin; yield its stdout as it arrives, then raise
+    the ``OSError`` its exit status names.
+
+    Used where there is no helper: ``cat`` running as the sandbox user moves
+    the bytes, so the Engine's archive API (which reads and writes as root,
+    following the agent's links) is never used.  The whole move has a host
+    deadline of ``FILE_DEADLINE_SECONDS``.
+    """
+    api = client.api
+    exec_id = api.exec_create(
+        container_id,
+        ["sh", "-c", script, "sh", path],
+        stdin=data is not None,
+        stdout=True,
+        stderr=True,
+        user=user,
+        workdir="/",
+    )["Id"]
+    attached = api.exec_start(exec_id, socket=True)
+    raw = getattr(attached, "_sock", attached)
+    deadline = time.monotonic() + FILE_DEADLINE_SECONDS
+    stderr = bytearray()
+    try:
+        if data is not None:
+            view = memoryview(data)
+            try:
+                for start in range(0, len(data), 1 << 20):
+                    raw.settimeout(max(0.01, deadline - time.monotonic()))
+                    raw.sendall(view[start : start + (1 << 20)])
+                raw.shutdown(socket.SHUT_WR)  # cat sees the end of its input
+            except (BrokenPipeError, ConnectionResetError):
+                # The script ended early (it refused the file): its status says why.
+                with contextlib.suppress(OSError):
+                    raw.shutdown(socket.SHUT_WR)
+        buffer = _SocketReader(raw, deadline)
+        while True:
+            head = buffer.read_exact(8, eof_ok=True)
+            if head is None:
+                break
+            payload = buffer.read_exact(int.from_bytes(head[4:8], "big"))
+            if head[0] == 1:
+                yield payload
+            elif len(stderr) < 4096:
+                stderr += payload[: 4096 - len(stderr)]
+    except TimeoutError:
+        raise OSError(
+            errno.ETIMEDOUT,
+            f"the sandbox did not finish moving the file in {FILE_DEADLINE_SECONDS:g} s",
+            path,
+        ) from None
+    finally:
+        attached.close()
+    code = api.exec_inspect(exec_id)["ExitCode"]
+    if code == 0:
+        return
+    if code in _SCRIPT_ERRORS:
+        kind, number, text = _SCRIPT_ERRORS[code]
+        raise kind(number, text, path)
+    message = stderr.decode("utf-8", errors="replace").strip()
+    for text, kind, number in _MESSAGE_ERRORS:
+        if text in message:
+            raise kind(number, text, path)
+    raise OSError(errno.EIO, message[-500:] or f"exit status {code}", path)
+
+
+class _SocketReader:
+    """Exact reads from a socket, each within an overall deadline."""
+
+    def __init__(self, raw: socket.socket, deadline: float) -> None:
+        self._raw = raw
+        self._deadline = deadline
+        self._buffer = bytearray()
+
+    def read_exact(self, size: int, *, eof_ok: bool = False) -> bytes | None:
+        while len(self._buffer) < size:
+            self._raw.settimeout(max(0.01, self._deadline - time.monotonic()))
+            chunk = self._raw.recv(max(1 << 16, size - len(self._buffer)))
+            if not chunk:
+                if eof_ok and not self._buffer:
+                    return None
+                raise OSError(errno.EIO, "the sandbox's output ended early")
+            self._buffer += chunk
+        piece = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return piece
+
+
+def drain(pieces: Iterator[bytes]) -> None:
+    for _ in pieces:
+        pass
