@@ -318,3 +318,38 @@ def test_a_field_named_like_a_mapping_method_renders_the_field() -> None:
         "{{ repo.items }} {{ repo.keys }}", shell=False, fields_by_name={"repo": None}
     )
     assert text.render({"repo": Fields({"items": "a", "keys": "b"})}) == "a b"
+
+
+@pytest.mark.parametrize(
+    ("value", "word"),
+    [(True, "'true'"), (False, "'false'"), (None, "''"), (-5, "'-5'"), (2.5, "'2.5'")],
+)
+def test_scalars_become_the_word_a_command_receives(value, word) -> None:
+    # The no_leading_dash and scrubbing rules read values as this same text.
+    shell, _ = compile_template("echo {{ v }}", shell=True, fields_by_name={"v": None})
+    assert shell.render({"v": value}) == f"echo {word}"
+
+
+def test_nul_in_a_write_or_env_value_is_refused() -> None:
+    text, _ = compile_template("{{ v }}", shell=False, fields_by_name={"v": None})
+    with pytest.raises(TemplateValueError, match="NUL"):
+        text.render({"v": "a\0b"})
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "repo._data",  # any underscore attribute, not only the listed ones
+        'repo["_data"]',
+        'repo["__class__"]',
+        "repo.revision|lower }}{{ repo._data",  # a filter first must not end the scan
+    ],
+)
+def test_private_attributes_are_validation_errors(tmp_path, expression) -> None:
+    problems = check(
+        tmp_path,
+        "          - write: f\n            content: "
+        + __import__("json").dumps("{{ " + expression + " }}")
+        + "\n",
+    )
+    assert any("reaches outside the template sandbox" in p for p in problems), problems

@@ -1,0 +1,97 @@
+"""Scrubbing against the ways a secret gets printed, found missing by mutation testing.
+
+Each secret below holds a character some tool escapes (quote, space, $, backslash,
+newline, tab); the test prints it the way bash or Python would and requires that
+nothing but the mask is left.  Fast: one bash process per secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import subprocess
+from urllib.parse import quote
+
+import pytest
+
+from runner._events import add_secrets, listen, scrubbed
+from runner._inputs import MASK, scrub, secret_forms
+
+SECRETS = ["it's", "two words", "pa$$wd", "back\\slash", "line\nbreak", "tab\there", 'q"uote`s']
+
+#: How bash prints "$s": printf %q, declare -p, ${s@Q}, set -x, in that order.
+BASH = 'printf "%q\\n" "$s"; declare -p s; printf "%s\\n" "${s@Q}"; (set -x; : "$s") 2>&1'
+#: Each printed line once the secret is masked: only quotes around the mask are left.
+MASKED = [
+    r"\$?'?\*\*\*'?",  # $'...' for a newline or a tab
+    r"""declare -x s=("\*\*\*"|\$'\*\*\*')""",  # exported: it came from the environment
+    r"\$?'\*\*\*'",
+    r"\+ : \$?'?\*\*\*'?",
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_what_bash_prints_of_a_secret_is_masked(secret) -> None:
+    printed = subprocess.run(
+        ["bash", "-c", BASH],
+        env={"s": secret, "LC_ALL": "C"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    masked = scrub(printed, sorted(secret_forms(secret), key=len, reverse=True))
+    lines = masked.splitlines()
+    assert len(lines) == len(MASKED), masked
+    for line, pattern in zip(lines, MASKED, strict=True):
+        assert re.fullmatch(pattern, line), (secret, printed, masked)
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_what_python_prints_of_a_secret_is_masked(secret) -> None:
+    forms = sorted(secret_forms(secret), key=len, reverse=True)
+    raw = secret.encode()
+    printed = {
+        "json": json.dumps(secret),
+        "json-unicode": json.dumps(secret, ensure_ascii=False),
+        "repr": repr(secret),
+        "repr-in-a-list": repr([secret, "x'y"]),
+        "shlex": shlex.quote(secret),
+        "url": quote(secret, safe=""),
+        "base64": base64.b64encode(raw).decode(),
+        "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+    }
+    for how, text in printed.items():
+        left = scrub(text, forms).replace(MASK, "")
+        # Only quotes, brackets and the list's other item may stay behind.
+        assert set(left) <= set("\"'[], xy="), (how, text, left)
+
+
+def test_scrub_replaces_every_occurrence_of_every_secret() -> None:
+    assert scrub("a-secret b-token a-secret", ["a-secret", "b-token"]) == "*** *** ***"
+
+
+def test_events_are_scrubbed_through_mappings_and_lists() -> None:
+    seen = []
+    with listen(seen.append):
+        add_secrets(["hunter2'x"])
+        from runner._events import emit
+
+        emit("hook_failed", message="it was hunter2'x", steps=["a hunter2'x", {"k": "hunter2'x"}])
+    event = seen[0]
+    assert event["message"] == "it was ***"
+    assert event["steps"] == ["a ***", {"k": "***"}]
+    assert scrubbed(("hunter2'x", 3)) == ["***", 3]
+
+
+def test_a_longer_secret_is_masked_before_a_shorter_one_inside_it() -> None:
+    seen = []
+    with listen(seen.append):
+        add_secrets(["abc"])
+        add_secrets(["abcdef"])
+        from runner._events import emit
+
+        emit("hook_failed", message="abcdef")
+    # Shortest first would leave "***def".
+    assert seen[0]["message"] == "***"
