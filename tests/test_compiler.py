@@ -360,7 +360,7 @@ async def test_an_optional_input_gets_its_defaults(tmp_path) -> None:
         ),
         (
             "version: 1\nagent:\n  model: m\n  environment:\n    sandbox: docker\n"
-            "    network: {allow: [pypi.org]}\n",
+            "    network: {allow: [packages.example.com]}\n",
             "agent.yaml:6:14: docker cannot enforce network: {allow: [...]}; use none or all "
             "(at agent.environment.network)",
         ),

@@ -109,7 +109,7 @@ async def test_network_all_uses_the_default_network(docker_backend, docker_clien
 
 def test_network_allow_is_refused_at_construction() -> None:
     with pytest.raises(ValueError, match="cannot enforce Network.allow"):
-        LocalDockerSandbox(network=agents.Network.allow(hosts=["pypi.org"]))
+        LocalDockerSandbox(network=agents.Network.allow(hosts=["packages.example.com"]))
 
 
 def test_the_image_defaults_to_the_environment_variable(monkeypatch) -> None:

@@ -155,7 +155,7 @@ def test_only_nl_north_1_can_block_traffic(network) -> None:
 
 def test_allow_takes_addresses_not_host_names() -> None:
     with pytest.raises(ValueError, match="IP addresses or CIDR ranges"):
-        agents.MistralSandbox(network=agents.Network.allow(["pypi.org"]))
+        agents.MistralSandbox(network=agents.Network.allow(["packages.example.com"]))
 
 
 def test_validate_reports_the_region_rule(tmp_path) -> None:
