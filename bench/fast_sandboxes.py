@@ -54,6 +54,16 @@ for concurrency:
    (``--peer-python`` or ``$LLM_SANDBOX_PYTHON`` points elsewhere.)  Without
    it, the peer rows say so and everything else still runs.
 
+7. snapshot: a cached hook (``cache = True``) whose ``on_create`` does a few
+   seconds of real, offline work (generates ~6 MB of Python modules, runs
+   ``python3 -m compileall`` on them, ``git init`` + commits them).  The first
+   session of a definition runs it and commits the snapshot; the second starts
+   from the snapshot.  Each round uses a fresh definition (a nonce), so every
+   first session is cold.  Measured: ``start_session()`` until the first
+   ``execute("true")`` returns.  Target: second <= 0.1x of first.  At most 5
+   rounds (each costs seconds); the snapshot images are removed at the end.
+   ``--snapshot-only`` runs just this section.
+
 Every container this script starts carries the label
 ``sandbox-runner-bench=<pid>`` and is removed at the end, even on Ctrl-C, as
 is any runner container of this process.  Numbers are only as quiet as the
@@ -78,6 +88,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -454,6 +465,82 @@ async def session_start(table: Table, rounds: int) -> None:
     table.add("2. runner close, pooled session", pooled_close)
     PEER_ROWS["anchor-start"] = cold
     PEER_ROWS["anchor-close"] = cold_close
+
+
+# --- 7. snapshot of a seeded workspace ------------------------------------------
+
+SNAPSHOT_ROUNDS = 5
+SEED_SCRIPT = r"""
+set -e
+mkdir -p project && cd project
+python3 - <<'PY'
+import os, random
+random.seed(7)
+for package in range(30):
+    os.makedirs(f"pkg{package}", exist_ok=True)
+    open(f"pkg{package}/__init__.py", "w").close()
+    for module in range(100):
+        with open(f"pkg{package}/m{module}.py", "w") as out:
+            for function in range(20):
+                value = random.random()
+                out.write(f"def f{function}(x):\n    return x * {value!r} + {function}\n\n")
+PY
+python3 -m compileall -q .
+git init -q
+git add -A
+git -c user.name=bench -c user.email=bench@example.com commit -qm seed
+"""
+
+
+class SeedProject(agents.SandboxHook):
+    """A slow, offline on_create: the kind of work a snapshot saves."""
+
+    cache = True
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+
+    async def on_create(self, ctx: agents.SandboxCallbackContext) -> None:
+        result = await ctx.sandbox.execute(SEED_SCRIPT, timeout_seconds=300)
+        if result.exit_code != 0:
+            raise RuntimeError(f"seeding failed: {result.stderr[-500:]}")
+
+
+async def snapshot_start(table: Table, rounds: int) -> None:
+    from runner.sandboxes._snapshots import LABEL_SNAPSHOT
+
+    progress("7. snapshot: first session vs second session")
+    rounds = min(rounds, SNAPSHOT_ROUNDS)
+    before = set(
+        docker_cli("images", "-q", "--no-trunc", "--filter", f"label={LABEL_SNAPSHOT}").split()
+    )
+    first, second = [], []
+    try:
+        for _ in range(rounds):
+            environment = agents.LocalDockerSandbox(
+                image=IMAGE, hooks=[SeedProject(os.urandom(8).hex())]
+            )
+            agent = agents.Agent(model="bench", environment=environment)
+            for samples in (first, second):
+                elapsed, _, _ = await runner_start(agent)
+                samples.append(elapsed)
+    finally:
+        made = (
+            set(
+                docker_cli(
+                    "images", "-q", "--no-trunc", "--filter", f"label={LABEL_SNAPSHOT}"
+                ).split()
+            )
+            - before
+        )
+        if made:
+            docker_cli("rmi", "-f", *made)
+    table.add(f"7. first session (runs the cached hook, commits), {rounds} rounds", first)
+    table.add(
+        "7. second session (from the snapshot)",
+        second,
+        table.at_most("snapshot second vs first session", "second", second, first, 0.1),
+    )
 
 
 # --- 3. a hook of 20 small commands --------------------------------------------
@@ -837,9 +924,14 @@ def engine_noise() -> str:
     return f"other running containers at start: {len(running)}; load average: {load}"
 
 
-async def main(rounds: int, peer_python: str) -> None:
+async def main(rounds: int, peer_python: str, *, snapshot_only: bool = False) -> None:
     print(f"rounds: {rounds}; image: {IMAGE}; pid: {PID}; {engine_noise()}", flush=True)
     table = Table()
+    if snapshot_only:
+        await snapshot_start(table, rounds)
+        print()
+        table.print()
+        return
     container = start_container()
     try:
         # Run order differs from print order: concurrency goes before the pool
@@ -849,6 +941,7 @@ async def main(rounds: int, peer_python: str) -> None:
         levels = await concurrency(rounds)
         await session_start(table, rounds)
         await file_copy(table, rounds, container)
+        await snapshot_start(table, rounds)
     finally:
         docker_cli("rm", "-f", "-v", container)
     peer_rows(table, await run_peer(peer_python, rounds))
@@ -883,11 +976,18 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=None, help="rounds per measure (15)")
     parser.add_argument("--quick", action="store_true", help="5 rounds")
     parser.add_argument("--peer-python", default=PEER_PYTHON, help="python of the peer's venv")
+    parser.add_argument(
+        "--snapshot-only", action="store_true", help="run only section 7 (snapshots)"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _terminate)
     finished = False
     try:
-        anyio.run(main, args.rounds or (5 if args.quick else 15), args.peer_python)
+        anyio.run(
+            partial(main, snapshot_only=args.snapshot_only),
+            args.rounds or (5 if args.quick else 15),
+            args.peer_python,
+        )
         finished = True
     except KeyboardInterrupt:
         print("interrupted; removing this run's containers", file=sys.stderr)

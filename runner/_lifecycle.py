@@ -18,6 +18,11 @@ Python-class hooks and hooks compiled from YAML both end up here.  The rules
    the environment's ``cleanup_timeout_seconds``, and ``force_cleanup()``
    (the CLI's second Ctrl-C) stops them at once; the sandbox is deleted either
    way.  No hook and no sandbox can make a close wait forever.
+
+Snapshots (``_cache``): when the leading hooks are cacheable and the backend
+can snapshot (Docker), a session whose key is known starts from the
+snapshot and skips those hooks' ``on_create`` (their ``on_destroy`` still
+runs); otherwise the sandbox is committed right after the last of them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ._cache import SnapshotError, cached_prefix, snapshots_enabled
 from ._dependencies import Dependency, method_dependencies
 from ._events import emit
 from ._hooks import SandboxCallbackContext, SandboxHook
@@ -59,6 +65,8 @@ class LifecyclePlan:
     """Everything known about an environment's hooks before any session starts."""
 
     hooks: tuple[HookPlan, ...]
+    #: The definitions of the leading cacheable hooks (``_cache.cached_prefix``).
+    cached: tuple[Any, ...] = ()
 
     @property
     def dependencies(self) -> list[Dependency]:
@@ -76,7 +84,24 @@ def plan_hooks(environment: SandboxEnvironment) -> LifecyclePlan:
                 method = getattr(hook, point)
                 dependencies[point] = tuple(method_dependencies(method, consumer=consumer))
             plans.append(HookPlan(hook, dependencies))
-    return LifecyclePlan(tuple(plans))
+    cached = tuple(cached_prefix([p.hook for p in plans]))
+    for hook_plan in plans[: len(cached)]:
+        for dependency in hook_plan.dependencies["on_create"]:
+            if dependency.input_class.__secret__:
+                raise SnapshotError(
+                    f"hook {hook_plan.name} is cached but its on_create reads the secret input "
+                    f"{dependency.input_id!r}: secrets must never be part of a snapshot"
+                )
+    return LifecyclePlan(tuple(plans), cached)
+
+
+def _cached_inputs(plan: LifecyclePlan, inputs: Mapping[str, SessionInput]) -> dict[str, Any]:
+    """The values the cached hooks' ``on_create`` reads: part of the snapshot key."""
+    return {
+        d.input_id: inputs[d.input_id].to_dict()
+        for hook_plan in plan.hooks[: len(plan.cached)]
+        for d in hook_plan.dependencies["on_create"]
+    }
 
 
 @dataclass(frozen=True)
@@ -245,18 +270,32 @@ async def open_sandbox(
         return None
     emit("sandbox_creating", session_id=session_id, backend=environment.backend)
     started = time.perf_counter()
-    sandbox = await environment.create(session_id=session_id, expires_at=expires_at)
+    key: str | None = None
+    sandbox: Any = None
+    if plan.cached and snapshots_enabled() and environment.can_snapshot:
+        key = await environment.snapshot_key(hooks=plan.cached, inputs=_cached_inputs(plan, inputs))
+        sandbox = await environment.create_from_snapshot(
+            key, session_id=session_id, expires_at=expires_at
+        )
+    if sandbox is None:
+        sandbox = await environment.create(session_id=session_id, expires_at=expires_at)
     emit(
         "sandbox_created",
         session_id=session_id,
         backend=environment.backend,
         duration_seconds=time.perf_counter() - started,
     )
+    snapshot = getattr(sandbox, "snapshot_image", None) if key else None
+    if snapshot is not None:
+        emit("snapshot_used", session_id=session_id, key=key, image_id=snapshot)
     completed: list[HookPlan] = []
     try:
-        for hook_plan in plan.hooks:
-            await _call_hook(hook_plan, "on_create", sandbox, inputs)
-            completed.append(hook_plan)
+        for index, hook_plan in enumerate(plan.hooks):
+            if snapshot is None or index >= len(plan.cached):
+                await _call_hook(hook_plan, "on_create", sandbox, inputs)
+            completed.append(hook_plan)  # a skipped cached hook still gets on_destroy
+            if key is not None and snapshot is None and index + 1 == len(plan.cached):
+                await _save_snapshot(environment, sandbox, key)
     except BaseException:
         try:
             await _destroy_then_delete(
@@ -275,6 +314,28 @@ async def open_sandbox(
             )
         raise
     return sandbox
+
+
+async def _save_snapshot(environment: SandboxEnvironment, sandbox: Sandbox, key: str) -> None:
+    """Commit the sandbox for later sessions; a failure costs only the cache."""
+    started = time.perf_counter()
+    try:
+        image = await environment.save_snapshot(sandbox, key)
+    except Exception as exc:
+        logger.warning(
+            "could not save a snapshot of session %s: %s: %s",
+            sandbox.session_id,
+            type(exc).__name__,
+            exc,
+        )
+        return
+    emit(
+        "snapshot_saved",
+        session_id=sandbox.session_id,
+        key=key,
+        image_id=image,
+        duration_seconds=time.perf_counter() - started,
+    )
 
 
 async def close_sandbox(

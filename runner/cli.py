@@ -272,6 +272,11 @@ def render(
 )
 @_backend_options
 @click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Neither use nor save snapshots of cached hooks (cache: true): every on_create runs.",
+)
+@click.option(
     "--quiet", "-q", is_flag=True, help="No progress lines and no warnings; errors still show."
 )
 def run(
@@ -286,6 +291,7 @@ def run(
     parallel: int,
     sandbox: str | None,
     image: str | None,
+    no_cache: bool,
     quiet: bool,
 ) -> None:
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
@@ -315,20 +321,23 @@ def run(
             "--quiet silences this",
             err=True,
         )
-    if sets is None:
-        sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet, started))
-    overrides = {"sandbox": sandbox, "image": image}
-    code = anyio.run(
-        _run_parallel,
-        file,
-        Path(output_dir).resolve(),
-        sets,
-        prompt,
-        parallel,
-        as_json,
-        overrides,
-        started,
-    )
+    from ._cache import snapshots_disabled
+
+    with snapshots_disabled() if no_cache else contextlib.nullcontext():
+        if sets is None:
+            sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet, started))
+        overrides = {"sandbox": sandbox, "image": image}
+        code = anyio.run(
+            _run_parallel,
+            file,
+            Path(output_dir).resolve(),
+            sets,
+            prompt,
+            parallel,
+            as_json,
+            overrides,
+            started,
+        )
     sys.exit(code)
 
 
@@ -650,14 +659,20 @@ def _has_text(path: Path, text: str) -> bool:
 
 @main.command()
 def gc() -> None:
-    """Remove sandbox containers that expired or whose runner process is gone."""
+    """Remove sandbox containers that expired or whose runner process is gone,
+    and snapshots older than 7 days or beyond the 20 newest."""
     from ._errors import SandboxUnavailableError
+    from .sandboxes._snapshots import collect_snapshots
     from .sandboxes.docker import DockerClient, collect_garbage
 
     try:
-        removed = collect_garbage(DockerClient()._connect())
+        client = DockerClient()._connect()
+        removed = collect_garbage(client)
+        snapshots = collect_snapshots(client)
     except SandboxUnavailableError as exc:
         _fail(str(exc))
     for container_id in removed:
         click.echo(container_id[:12])
-    click.echo(f"removed {len(removed)} container(s)", err=True)
+    for image_id in snapshots:
+        click.echo(image_id.removeprefix("sha256:")[:12])
+    click.echo(f"removed {len(removed)} container(s), {len(snapshots)} snapshot(s)", err=True)

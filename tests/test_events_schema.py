@@ -55,9 +55,10 @@ PRODUCES = {
     "input sets": {"set_result", "result"},
     "turn": {"turn_started", "turn", "result"},
 }
-#: Kinds no local run can produce: the exec channel exists in Docker sandboxes
-#: only (tests/test_exec_channel.py checks them on a real engine).
-DOCKER_ONLY = {"exec_channel_unavailable", "exec_channel_lost"}
+#: Kinds no local run can produce: the exec channel and snapshots exist in
+#: Docker sandboxes only (tests/test_exec_channel.py and tests/test_snapshots.py
+#: check them on a real engine).
+DOCKER_ONLY = {"exec_channel_unavailable", "exec_channel_lost", "snapshot_used", "snapshot_saved"}
 
 
 def write(tmp_path: Path, text: str, name: str = "agent.yaml") -> Path:

@@ -123,6 +123,9 @@ class _Compiler:
         self.inputs: dict[str, DeclaredInput] = {}
         self.secret_specs: dict[str, Any] = dict(self.data.get("secrets") or {})
         self.secrets_class: type[SessionInput] | None = None
+        #: The template names each steps hook's on_create reads (for cache checks).
+        self.create_names: dict[JsonPath, set[str]] = {}
+        self.compiled_hooks: dict[int, SandboxHook] = {}
 
     def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.document.problem(path, message, at_key=at_key))
@@ -329,6 +332,10 @@ class _Compiler:
             for index, step_spec in enumerate(spec.get(point) or []):
                 step, used = self.compile_step((*path, point, index), step_spec)
                 templates += used
+                if point == "on_create":
+                    self.create_names.setdefault(path, set()).update(
+                        name for t in used for name in t.names
+                    )
                 uses_secrets |= "secrets" in step_spec or "secret_file" in step_spec
                 if step is None:
                     ok = False
@@ -399,7 +406,79 @@ class _Compiler:
                 hook = self.compile_steps_hook(path, spec)
             if hook is not None:
                 hooks.append(hook)
+                self.compiled_hooks[index] = hook
+                if spec.get("cache"):
+                    hook.cache = True  # type: ignore[attr-defined]
+                    hook.cache_definition = _normalized(spec)  # type: ignore[attr-defined]
         return hooks
+
+    def check_cache(self, environment: Mapping[str, Any], hooks: list[SandboxHook]) -> None:
+        """``cache: true`` only where a snapshot can hold the hook's work, and never a secret."""
+        backend = environment.get("sandbox", "none")
+        leading = True
+        for index, spec in enumerate(environment.get("hooks") or []):
+            path: JsonPath = ("agent", "environment", "hooks", index)
+            if not spec.get("cache"):
+                leading = False
+                continue
+            where = (*path, "cache")
+            if backend != "docker":
+                self.problem(
+                    where,
+                    f"cache: true needs sandbox: docker (sandbox: {backend} cannot snapshot a "
+                    "workspace)",
+                )
+                continue
+            for option in ("workspace_size", "read_only_root"):
+                if environment.get(option):
+                    self.problem(
+                        where,
+                        f"cache: true cannot be used with {option}: the workspace is then a "
+                        "tmpfs, which a snapshot (docker commit) does not hold",
+                    )
+            if not leading:
+                self.problem(
+                    where,
+                    "cache: true has no effect here: only the leading run of cached hooks is "
+                    "snapshotted, and a hook before this one is not cached",
+                )
+            for point in ("on_create", "on_destroy"):
+                for step_index, step in enumerate(spec.get(point) or []):
+                    for key in ("secrets", "secret_file"):
+                        if key in step:
+                            self.problem(
+                                (*path, point, step_index, key),
+                                "a cached hook (cache: true) may not use secrets: a snapshot "
+                                "must never hold a secret",
+                                at_key=True,
+                            )
+            for step_index, step in enumerate(spec.get("on_create") or []):
+                for key in ("save", "upload"):
+                    if key in step:
+                        why = (
+                            "it would not run when the snapshot is used"
+                            if key == "save"
+                            else "the host file's content is not part of the snapshot key"
+                        )
+                        self.problem(
+                            (*path, "on_create", step_index, key),
+                            f"a cached hook's on_create may not have a {key} step: {why}",
+                            at_key=True,
+                        )
+            if "session" in self.create_names.get(path, ()):
+                self.problem(
+                    where,
+                    "a cached hook's on_create may not use session.id: the snapshot would keep "
+                    "the first session's id",
+                )
+            hook = self.compiled_hooks.get(index)
+            for binding in getattr(hook, "bindings", ()):
+                if binding.secret and binding.templated:
+                    self.problem(
+                        where,
+                        f"a cached hook may not use the secret input "
+                        f"{binding.input_class.input_id!r}: a snapshot must never hold a secret",
+                    )
 
     # --- environment and agent ------------------------------------------------
 
@@ -462,7 +541,12 @@ class _Compiler:
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")
-        return LocalDockerSandbox(**common, **options)
+        try:
+            return LocalDockerSandbox(**common, **options)
+        except ValueError as exc:
+            if not self.problems:  # check_cache has already said why, with a position
+                self.problem(base, str(exc))
+            return None
 
     def compile_mistral(
         self, spec: Mapping[str, Any], common: dict[str, Any], network_spec: Any
@@ -497,6 +581,7 @@ class _Compiler:
         self.compile_inputs()
         agent_spec = self.data["agent"]
         hooks = self.compile_hooks(agent_spec.get("environment") or {})
+        self.check_cache(agent_spec.get("environment") or {}, hooks)
         environment = self.compile_environment(hooks)
         if self.problems or environment is None:
             return None
@@ -521,6 +606,13 @@ class _Compiler:
         return CompiledConfig(
             path=Path(self.document.file), agent=agent, inputs=self.inputs, paths=self.paths
         )
+
+
+def _normalized(spec: Mapping[str, Any]) -> Any:
+    """A hook's YAML data as plain JSON values: what identifies it in a snapshot key."""
+    import json
+
+    return json.loads(json.dumps(spec, sort_keys=True, default=str))
 
 
 def _remote_ref(schema: Any, path: JsonPath = ()) -> JsonPath | None:

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -161,6 +161,9 @@ class SandboxEnvironment(abc.ABC):
 
     creates_sandbox: bool = True
     backend: str = ""
+    #: Whether sessions can start from a snapshot of their cached hooks'
+    #: ``on_create`` (Docker can: it commits the container; see ``_cache``).
+    can_snapshot: bool = False
     #: How long a session's ``on_destroy`` hooks may take together before the
     #: close gives up on them and deletes the sandbox (None: no limit).
     cleanup_timeout_seconds: float | None = 600.0
@@ -201,6 +204,22 @@ class SandboxEnvironment(abc.ABC):
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
         return f"{type(self).__name__}(hooks=[{hooks}])"
+
+    # --- snapshots (backends with ``can_snapshot``) ------------------------------
+
+    async def snapshot_key(self, *, hooks: Sequence[Any], inputs: Mapping[str, Any]) -> str:
+        """The key of the snapshot these cached hooks, with these inputs, make."""
+        raise NotImplementedError(f"{type(self).__name__} cannot snapshot")
+
+    async def create_from_snapshot(
+        self, key: str, *, session_id: str, expires_at: float | None
+    ) -> Sandbox | None:
+        """A sandbox started from the snapshot with ``key``, or None if there is none."""
+        return None
+
+    async def save_snapshot(self, sandbox: Sandbox, key: str) -> str:
+        """Save ``sandbox`` as the snapshot for ``key``; returns its id."""
+        raise NotImplementedError(f"{type(self).__name__} cannot snapshot")
 
 
 async def run_setup_script(

@@ -73,6 +73,7 @@ from ._docker_exec import (
 )
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from ._pool import WarmPool
+from ._snapshots import commit_snapshot, find_snapshot, image_id
 from .base import (
     TIMEOUT_EXIT_CODE,
     FileTooLargeError,
@@ -152,6 +153,7 @@ class LocalDockerSandbox(SandboxEnvironment):
     """
 
     backend = "docker"
+    can_snapshot = True
 
     def __init__(
         self,
@@ -222,6 +224,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         if not isinstance(read_only_root, bool):
             raise ValueError(f"read_only_root must be a bool, got {read_only_root!r}")
         self.read_only_root = read_only_root
+        self._refuse_tmpfs_cache()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
         self._swept = False
@@ -325,9 +328,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         )
 
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
-        if not self._swept:
-            self._swept = True
-            await self.client.call(collect_garbage)
+        await self._sweep()
         if self.pool_size:
             self.start_pool()
             assert self._pool is not None
@@ -337,12 +338,80 @@ class LocalDockerSandbox(SandboxEnvironment):
                 return pooled
         return await self._create_new(session_id=session_id, expires_at=expires_at)
 
+    # --- snapshots (see runner/_cache.py for which hooks are cached) -------------
+
+    def _refuse_tmpfs_cache(self) -> None:
+        """A commit does not hold tmpfs mounts: cached hooks would seed a
+        workspace that the snapshot loses."""
+        from .._cache import cached_prefix
+
+        if (self.workspace_size or self.read_only_root) and cached_prefix(self.hooks):
+            option = "workspace_size" if self.workspace_size else "read_only_root"
+            raise ValueError(
+                f"cached hooks (cache = True) cannot be used with {option}: the workspace is "
+                "then a tmpfs, which a snapshot (docker commit) does not hold"
+            )
+
+    async def snapshot_key(self, *, hooks: Sequence[Any], inputs: Mapping[str, Any]) -> str:
+        """The key of the snapshot these cached hooks, with these input values, would make."""
+        from .._cache import snapshot_key
+
+        await self.client.call(ensure_image, self.image)
+        return snapshot_key(
+            {
+                "image_id": await self.client.call(image_id, self.image),
+                "setup_script": self.setup_script,
+                "user": self.user,
+                "env": self.env,
+                "shell": self.shell,
+                "hooks": list(hooks),
+                "inputs": dict(inputs),
+            }
+        )
+
+    async def create_from_snapshot(
+        self, key: str, *, session_id: str, expires_at: float | None
+    ) -> DockerSandbox | None:
+        """A sandbox started from the snapshot with ``key`` (setup script and
+        cached hooks already in it), or None if there is none."""
+        snapshot = await self.client.call(find_snapshot, key)
+        if snapshot is None:
+            return None
+        await self._sweep()
+        sandbox = await self._create_new(
+            session_id=session_id, expires_at=expires_at, snapshot=snapshot
+        )
+        sandbox.snapshot_image = snapshot
+        return sandbox
+
+    async def save_snapshot(self, sandbox: Sandbox, key: str) -> str:
+        """Commit ``sandbox``'s container as the snapshot for ``key``; returns the image id."""
+        assert isinstance(sandbox, DockerSandbox)
+        source = await self.client.call(image_id, self.image)
+        with anyio.CancelScope(shield=True):  # an interrupted commit would leave a stray image
+            return await self.client.call(commit_snapshot, sandbox.container_id, key, source)
+
+    async def _sweep(self) -> None:
+        if not self._swept:
+            self._swept = True
+            await self.client.call(collect_garbage)
+
     async def _create_new(
-        self, *, session_id: str, expires_at: float | None, client: DockerClient | None = None
+        self,
+        *,
+        session_id: str,
+        expires_at: float | None,
+        client: DockerClient | None = None,
+        snapshot: str | None = None,
     ) -> DockerSandbox:
+        """A new container; from ``snapshot`` (an image id), it skips the setup
+        script and the workspace hand-over, which the snapshot already holds."""
         client = client or self.client
-        await client.call(ensure_image, self.image)
+        if snapshot is None:
+            await client.call(ensure_image, self.image)
         options = self.container_options(session_id=session_id, expires_at=expires_at)
+        if snapshot is not None:
+            options["image"] = snapshot
         # Shielded: a cancellation arriving while the engine creates the
         # container would otherwise lose the handle and leak the container.
         with anyio.CancelScope(shield=True):
@@ -363,6 +432,8 @@ class LocalDockerSandbox(SandboxEnvironment):
             if self.exec_channel:
                 await sandbox.open_channel()
             await sandbox.prepare(detect_shell=self.shell is None)
+            if snapshot is not None:
+                return sandbox
             if self.setup_script:
                 await run_setup_script(
                     sandbox,
@@ -409,6 +480,8 @@ class DockerSandbox(Sandbox):
         self._deleted = False
         self._delete_lock: anyio.Lock | None = None  # made in the loop that deletes
         self.channel: ExecChannel | None = None
+        #: The snapshot image this container was started from, if any.
+        self.snapshot_image: str | None = None
         self.output_cap_bytes = 8 << 20
         self.memory: str | None = None
 
