@@ -239,7 +239,25 @@ def render(
     click.echo(plan_text(steps), nl=False)  # only run commands are not comments
 
 
-@main.command()
+class _RunCommand(click.Command):
+    """``run``, whose own usage errors (a bad ``--sandbox`` choice, an unknown
+    option) still end ``--json`` output with a ``result`` event, as every
+    other error before a session does."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if "--json" in given:
+                from ._run import RunOutcome
+
+                outcome = RunOutcome(exit_code=EXIT_USAGE, messages=[exc.format_message()])
+                _json_writer(True)(outcome.as_event(duration_seconds=0.0))
+            raise
+
+
+@main.command(cls=_RunCommand)
 @click.argument("file", type=click.Path(dir_okay=False))
 @_input_options
 @click.option("--prompt", help="A message for the agent; without one, only the lifecycle runs.")

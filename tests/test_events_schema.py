@@ -175,6 +175,19 @@ def test_a_config_error_is_one_result_event_naming_the_problem(tmp_path) -> None
     assert final["messages"][0] == f"1 problem(s) in {config}"
 
 
+@pytest.mark.parametrize("bad", [["--sandbox", "bogus"], ["--no-such-option"], ["--parallel", "0"]])
+def test_a_usage_error_is_one_result_event_too(tmp_path, bad) -> None:
+    """Errors click finds in the arguments, before run's own code starts."""
+    config = write(tmp_path, "version: 1\nagent:\n  model: m\n")
+    result = run_json(tmp_path, str(config), *bad)
+    assert result.returncode == 2
+    events = valid_events(result.stdout)
+    assert len(events) == 1
+    final = final_result(events, 2)
+    assert final["session_id"] is None
+    assert bad[0] in final["error"], final
+
+
 INPUTS = """\
 version: 1
 inputs:
