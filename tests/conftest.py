@@ -10,6 +10,8 @@ test image fails the Docker tests instead of skipping them.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,27 @@ TEST_IMAGE_MINIMAL = os.environ.get(
 TEST_IMAGE_BUSYBOX = os.environ.get(
     "RUNNER_TEST_IMAGE_BUSYBOX", "sandbox-runner-test-busybox:latest"
 )
+
+
+#: How tests start the command line.  scripts/test sets RUNNER_CLI to the
+#: ``runner`` of the built wheel installed in a fresh venv (with the koyeb
+#: extra), so the CLI tests run what users install; without it, this
+#: checkout's package.
+RUNNER_CLI: list[str] = (
+    [os.environ["RUNNER_CLI"]] if os.environ.get("RUNNER_CLI") else [sys.executable, "-m", "runner"]
+)
+
+
+def cli_package_dir() -> Path:
+    """The folder of the ``runner`` package that RUNNER_CLI runs."""
+    if not os.environ.get("RUNNER_CLI"):
+        import runner
+
+        return Path(runner.__file__).resolve().parent
+    python = Path(RUNNER_CLI[0]).parent / "python"
+    code = "import runner; print(runner.__file__)"
+    found = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd="/")
+    return Path(found.stdout.strip()).resolve().parent
 
 
 @pytest.fixture(scope="session")

@@ -7,14 +7,27 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI, cli_package_dir
 
 import runner
 
 
 def runner_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args], capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([*RUNNER_CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_under_test_is_the_installed_wheel_in_ci() -> None:
+    """scripts/test points RUNNER_CLI at the built wheel's ``runner``: under CI
+    the suite's CLI tests must run that, not this checkout."""
+    import os
+
+    if not os.environ.get("CI") and not os.environ.get("RUNNER_CLI"):
+        pytest.skip("RUNNER_CLI is not set outside scripts/test; this run uses the checkout")
+    assert os.environ.get("RUNNER_CLI"), "CI is set but RUNNER_CLI is not: run scripts/test"
+    package = cli_package_dir()
+    checkout = Path(__file__).resolve().parent.parent
+    assert (package / "__init__.py").is_file() and checkout not in package.parents, package
+    assert "site-packages" in package.parts
 
 
 def test_version() -> None:

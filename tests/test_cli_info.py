@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE
 
 SECRET_VALUE = "tok-5f1e9a-never-print-me"
 FILE_SECRET_VALUE = "-----BEGIN deploy key 7c3d-----"
@@ -75,7 +74,7 @@ def info(file: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``runner info FILE`` with exactly the controlled variables given in ``env``."""
     base = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
     return subprocess.run(
-        [sys.executable, "-m", "runner", "info", str(file)],
+        [*RUNNER_CLI, "info", str(file)],
         capture_output=True,
         text=True,
         env={**base, **env},

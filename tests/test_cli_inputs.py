@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 
 ROOT = Path(__file__).parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
@@ -46,7 +46,7 @@ JSON_TEXT = '{"t.value": {"text": "\\ud83d\\ude0d del\x7f c1\x85\x9f tab\\t"}}'
 
 def runner(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         encoding="utf-8",

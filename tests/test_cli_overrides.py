@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def runner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         cwd=cwd,

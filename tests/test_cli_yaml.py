@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 def runner(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -377,7 +378,7 @@ def test_a_signal_runs_on_destroy_then_exits_130(tmp_path, sig) -> None:
         """,
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path / "out")],
+        [*RUNNER_CLI, "run", str(config), "--output-dir", str(tmp_path / "out")],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
@@ -646,7 +647,7 @@ def _interrupted_during_on_destroy(tmp_path, signals: int) -> tuple[subprocess.P
         """,
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path / "out")],
+        [*RUNNER_CLI, "run", str(config), "--output-dir", str(tmp_path / "out")],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},

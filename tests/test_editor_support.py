@@ -21,7 +21,6 @@ import os
 import queue
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import RUNNER_CLI
 
 from runner.config import compile_file, validate_file
 from runner.config.schema import schema_text
@@ -53,7 +53,7 @@ SETTINGS = {
 
 def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         cwd=cwd,

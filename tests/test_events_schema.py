@@ -15,13 +15,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import RUNNER_CLI, cli_package_dir
 from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).parent.parent
@@ -70,7 +70,7 @@ def write(tmp_path: Path, text: str, name: str = "agent.yaml") -> Path:
 def run_json(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``runner run ARGS --json``, its sandboxes made under ``tmp_path`` (to see them go)."""
     return subprocess.run(
-        [sys.executable, "-m", "runner", "run", *args, "--json"],
+        [*RUNNER_CLI, "run", *args, "--json"],
         capture_output=True,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
@@ -327,7 +327,7 @@ def interrupt_during_sleep(
     tmp_path: Path, config: Path, sig: signal.Signals, *args: str
 ) -> tuple[str, str]:
     """Start a run, wait for a ``sleep 60`` step's ``step_started`` event, signal it."""
-    command = [sys.executable, "-m", "runner", "run", str(config), "--json", *args]
+    command = [*RUNNER_CLI, "run", str(config), "--json", *args]
     process = subprocess.Popen(
         [*command, "--output-dir", str(tmp_path / "out")],
         stdout=subprocess.PIPE,
@@ -452,9 +452,7 @@ def test_an_undocumented_field_or_kind_fails_validation() -> None:
 
 
 def runner(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args], capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([*RUNNER_CLI, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_schema_events_prints_the_shipped_events_schema() -> None:
@@ -468,13 +466,11 @@ def test_schema_events_prints_the_shipped_events_schema() -> None:
     [(["--path"], "runner.schema.json"), (["--events", "--path"], "events.schema.json")],
 )
 def test_schema_path_prints_the_installed_file(args, name) -> None:
-    import runner as package
-
     printed = runner("schema", *args)
     assert printed.returncode == 0
     path = Path(printed.stdout.strip())
     assert path.is_absolute() and path.name == name
-    assert path == (Path(package.__file__).parent / "schemas" / name).resolve()
+    assert path == (cli_package_dir() / "schemas" / name).resolve()
     text = runner("schema", *args[:-1]).stdout
     assert path.read_text(encoding="utf-8") == text
 

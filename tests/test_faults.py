@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner.sandboxes.docker import LABEL_OWNER_PID
@@ -30,7 +30,7 @@ def containers_of(docker_client, pid: int) -> list[str]:
 
 def start_runner(config: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(config), *args],
+        [*RUNNER_CLI, "run", str(config), *args],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
@@ -72,9 +72,7 @@ def test_a_killed_runner_leaves_a_container_that_gc_removes(tmp_path, docker_cli
     process.wait(timeout=30)
     orphans = containers_of(docker_client, process.pid)
     assert len(orphans) == 1
-    gc = subprocess.run(
-        [sys.executable, "-m", "runner", "gc"], capture_output=True, text=True, timeout=60
-    )
+    gc = subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, text=True, timeout=60)
     assert gc.returncode == 0, gc.stderr
     assert orphans[0][:12] in gc.stdout
     assert containers_of(docker_client, process.pid) == []
@@ -88,7 +86,7 @@ def test_the_next_run_sweeps_what_a_killed_runner_left(tmp_path, docker_client) 
     assert len(containers_of(docker_client, process.pid)) == 1
     quick = docker_config(tmp_path, "- name: quick\n  on_create: [{run: 'true'}]\n")
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(quick)],
+        [*RUNNER_CLI, "run", str(quick)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -117,7 +115,7 @@ def test_a_runner_killed_mid_turn_is_swept_too(tmp_path, docker_client) -> None:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
     assert len(containers_of(docker_client, process.pid)) == 1
-    subprocess.run([sys.executable, "-m", "runner", "gc"], capture_output=True, timeout=60)
+    subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, timeout=60)
     assert containers_of(docker_client, process.pid) == []
 
 

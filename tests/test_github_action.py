@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import RUNNER_CLI
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION_FILE = ROOT / "action.yml"
@@ -75,7 +75,7 @@ def test_untrusted_pull_request_text_goes_through_tojson() -> None:
 
 def test_the_example_session_file_validates() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "validate", "review-pr.yaml"],
+        [*RUNNER_CLI, "validate", "review-pr.yaml"],
         cwd=WORKFLOW_FILE.parent,
         capture_output=True,
         text=True,

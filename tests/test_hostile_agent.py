@@ -16,7 +16,7 @@ import time
 
 import anyio
 import pytest
-from conftest import TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner.sandboxes.docker import HOST_GRACE_SECONDS, LABEL_OWNER_PID
@@ -130,7 +130,7 @@ def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
     )
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(config)],
+        [*RUNNER_CLI, "run", str(config)],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
@@ -140,7 +140,7 @@ def test_runner_run_ends_within_its_deadlines_against_a_hostile_agent(
         stderr = process.communicate(timeout=120)[1]
     finally:
         process.kill()
-        subprocess.run([sys.executable, "-m", "runner", "gc"], capture_output=True, timeout=60)
+        subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, timeout=60)
     took = time.monotonic() - started
     assert process.returncode == 1, stderr  # the on_destroy step timed out
     assert "hostile.on_destroy" in stderr and "timed out" in stderr
@@ -203,7 +203,7 @@ def test_save_streams_to_disk_keeps_holes_and_refuses_what_is_too_big(
         )
     )
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(config), "--output-dir", str(tmp_path)],
+        [*RUNNER_CLI, "run", str(config), "--output-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 
 from runner.config.templates import (
     _SHELL,
@@ -256,7 +256,7 @@ def test_run_time_refusal_through_the_cli_exits_2_and_runs_nothing(tmp_path: Pat
     }
     path = tmp_path / "agent.yaml"
     path.write_text(json.dumps(document))
-    runner = [sys.executable, "-m", "runner"]
+    runner = RUNNER_CLI
     validate = subprocess.run([*runner, "validate", str(path)], capture_output=True, text=True)
     assert validate.returncode == 0, validate.stderr
     values = tmp_path / "values.json"

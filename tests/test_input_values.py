@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 
 import runner as agents
 from runner.config.compiler import DeclaredInput
@@ -91,7 +91,7 @@ QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
 
 def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         cwd=cwd,

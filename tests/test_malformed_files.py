@@ -13,12 +13,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import RUNNER_CLI
 
 #: Valid, and touching every section: each path of it gets broken below.
 VALID: dict[str, Any] = {
@@ -267,7 +267,7 @@ def _write_corpus(folder: Path) -> dict[str, Path]:
 
 def _runner(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
+        [*RUNNER_CLI, *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 
 from runner.config.render import RenderedStep, plan_text
 
@@ -70,7 +70,7 @@ def render(tmp_path: Path, value: str) -> str:
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps({"t.value": {"text": value}}))
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "render", str(config), "--inputs", str(inputs)],
+        [*RUNNER_CLI, "render", str(config), "--inputs", str(inputs)],
         capture_output=True,
         cwd=tmp_path,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 from jsonschema import Draft202012Validator
 
 from runner.config import validate_file
@@ -59,9 +59,7 @@ def test_the_packaged_schema_is_the_repository_schema() -> None:
 
 
 def test_runner_schema_prints_it() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "schema"], capture_output=True, text=True, check=True
-    )
+    result = subprocess.run([*RUNNER_CLI, "schema"], capture_output=True, text=True, check=True)
     assert json.loads(result.stdout) == SCHEMA
 
 
@@ -147,7 +145,7 @@ def test_a_version_other_than_the_integer_1_is_refused_with_the_fix(tmp_path, ve
 def test_runner_validate_refuses_version_1_0(tmp_path) -> None:
     path = write(tmp_path, "version: 1.0\nagent:\n  model: m\n")
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "validate", path.name],
+        [*RUNNER_CLI, "validate", path.name],
         capture_output=True,
         text=True,
         cwd=tmp_path,

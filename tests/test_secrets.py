@@ -7,12 +7,12 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from conftest import RUNNER_CLI
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ FILE_SECRET = "-----BEGIN KEY-----\nabc123def456\n-----END KEY-----"
 
 def runner(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -88,7 +88,7 @@ def test_a_missing_secret_fails_before_any_sandbox(tmp_path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "TEST_TOKEN"}
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(config)],
+        [*RUNNER_CLI, "run", str(config)],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner._cache import SnapshotError, cached_prefix, snapshots_disabled
@@ -255,7 +254,9 @@ def run_cli(path: Path, tag: str, *extra: str) -> list[dict[str, Any]]:
     out = path.parent / "out"
     result = subprocess.run(
         [
-            *(sys.executable, "-m", "runner", "run", str(path)),
+            *RUNNER_CLI,
+            "run",
+            str(path),
             *("--input", f"demo.seed.tag={tag}", "--output-dir", str(out), "--json", "--quiet"),
             *extra,
         ],
@@ -327,9 +328,7 @@ def test_gc_removes_expired_snapshots(docker_client: Any, snapshots: Any) -> Non
         )
     finally:
         container.remove(force=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "gc"], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     left = {image.id for image in snapshots()}
     assert expired.id not in left and kept.id in left

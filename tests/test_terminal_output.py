@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 
 from runner._progress import ProgressPrinter, terminal_safe
 
@@ -43,7 +43,7 @@ RAW_CONTROLS = ["\x1b", "\x07", "\r", "\x7f", "\x9b", "\u202e", "\t"]
 def runner(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[bytes]:
     # Bytes, not text: the check is on what a terminal would receive.
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [*RUNNER_CLI, *args],
         capture_output=True,
         cwd=cwd,
         env={**os.environ, "TMPDIR": str(cwd), **(env or {})},
