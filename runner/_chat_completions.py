@@ -121,29 +121,49 @@ def _retry_after(response: Any, *, default: float) -> float:
 
 
 def parse_reply(response: Any) -> ModelReply:
-    """The first choice's message as a ``ModelReply``; a malformed body is a ModelError."""
+    """The first choice's message as a ``ModelReply``; a malformed body is a ModelError.
+
+    Tool-call ids are kept as sent (an absent one is empty): the turn replaces
+    any id that could not be sent back, so servers need not agree on a format.
+    """
     try:
         payload = response.json()
-        message = payload["choices"][0]["message"]
+        choice = payload["choices"][0]
+        message = choice["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise ModelError(f"unexpected response: {_snippet(response.text)}") from None
+    if not isinstance(message, dict):
+        raise ModelError(f"the reply has no message (got {message!r}): {_snippet(response.text)}")
     content = message.get("content") or ""
-    if isinstance(content, list):  # content chunks: keep the text ones
-        content = "".join(chunk.get("text", "") for chunk in content if isinstance(chunk, dict))
+    if isinstance(content, list):  # content chunks: keep the text ones (not "thinking")
+        content = "".join(
+            chunk.get("text", "")
+            for chunk in content
+            if isinstance(chunk, dict) and chunk.get("type", "text") == "text"
+        )
     calls = []
-    for index, raw in enumerate(message.get("tool_calls") or []):
+    for raw in message.get("tool_calls") or []:
+        if not isinstance(raw, dict):
+            raise ModelError(f"a tool call is not an object: {_snippet(response.text)}")
         function = raw.get("function") or {}
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):  # some servers send the object itself
             arguments = json.dumps(arguments)
         calls.append(
             ToolCall(
-                id=str(raw.get("id") or f"call_{index}"),
-                name=str(function.get("name", "")),
+                id=str(raw.get("id") or ""),
+                name=str(function.get("name") or ""),
                 arguments=arguments,
             )
         )
-    return ModelReply(text=str(content), tool_calls=tuple(calls))
+    finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    refusal = message.get("refusal")
+    return ModelReply(
+        text=str(content),
+        tool_calls=tuple(calls),
+        finish_reason=str(finish_reason) if finish_reason else None,
+        refusal=str(refusal) if refusal else None,
+    )
 
 
 def model_for(name: str, *, base_url: str | None) -> ChatCompletionsModel:

@@ -26,10 +26,18 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ModelReply:
-    """One assistant message: text, tool calls, or both."""
+    """One assistant message: text, tool calls, or both.
+
+    ``finish_reason`` is the server's (``stop``, ``tool_calls``, ``length``,
+    ``content_filter``, ...; None if it sent none) and ``refusal`` an
+    OpenAI-style refusal message: a turn needs both to tell a complete answer
+    from a cut-off, filtered or refused one.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+    finish_reason: str | None = None
+    refusal: str | None = None
 
 
 @runtime_checkable
@@ -61,10 +69,17 @@ class Completed:
 
 @dataclass(frozen=True)
 class Failed:
-    """A turn that could not finish (model error, tool error, or a limit)."""
+    """A turn that could not finish: a model error, a limit, or a reply that is
+    not a complete answer (cut off, filtered, refused or empty).
+
+    ``partial_text`` keeps what a cut-off or filtered reply did say.  A failed
+    turn leaves no trace in the session's conversation (the sandbox keeps what
+    its tools changed), so the next turn starts from the last good one.
+    """
 
     error: str
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    partial_text: str = ""
 
 
 TurnResult = Completed | Failed

@@ -19,6 +19,7 @@ from ._errors import SessionTerminatedError
 from ._events import emit
 from ._inputs import SessionInput, scrub, secret_strings
 from ._lifecycle import HookFailure, LifecyclePlan, close_sandbox
+from ._model import Completed
 from .sandboxes.base import Sandbox
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class Session:
                     f"session {self.id} is closed ({self._closed_because})"
                 )
             self._status = "running"
+            before_turn = len(self._conversation)
             self._conversation.append({"role": "user", "content": message})
             result: TurnResult | None = None
             try:
@@ -89,6 +91,9 @@ class Session:
                 self._turn_scope = None
                 if self._status == "running":
                     self._status = "waiting"
+                if not isinstance(result, Completed):
+                    # A failed turn leaves no unanswered message behind.
+                    del self._conversation[before_turn:]
             if result is None:
                 raise SessionTerminatedError(
                     f"session {self.id} was closed during the turn ({self._closed_because})"

@@ -4,16 +4,35 @@ Tools act on the session's sandbox through the same methods hooks use
 (``execute``, ``read_file``, ``write_file``); a session without a sandbox
 offers no tools.  Model and tool failures become a ``Failed`` result: a turn
 never raises for them.
+
+The conversation is re-sent on every call, so it must stay one the strictest
+server accepts (Mistral validates every message): no assistant message without
+text or tool calls, tool-call ids of nine letters and digits used once,
+arguments that are a JSON object, tool names of ``[A-Za-z0-9_-]``, and no
+half-finished turn: a ``Failed`` turn removes what it added.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import shlex
+import string
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ._model import Completed, Failed, Message, Model, ToolCall, ToolCallRecord, TurnResult
+from ._model import (
+    Completed,
+    Failed,
+    Message,
+    Model,
+    ModelReply,
+    ToolCall,
+    ToolCallRecord,
+    TurnResult,
+)
 from .sandboxes.base import Sandbox
 
 DEFAULT_MAX_TOOL_CALLS = 50  # Agent(max_tool_calls=...) has the same default
@@ -83,21 +102,91 @@ def _bash_output(result: Any) -> str:
     return "\n".join(parts)
 
 
-async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
-    name = REPORTED_NAMES.get(call.name, call.name)
+#: ``read_file`` refuses bigger files: the model gets a hint to read parts.
+READ_FILE_LIMIT = 1 << 20
+#: Mistral's rule for tool-call ids; an id of this shape suits every server.
+VALID_CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
+#: Function names the chat APIs accept; an invented one is stored as ``UNKNOWN_TOOL``.
+VALID_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+UNKNOWN_TOOL = "unknown_tool"
+#: finish_reason values that mean the reply stopped before the model was done.
+CUT_OFF_REASONS = frozenset({"length", "model_length"})
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A tool call as it goes back into the conversation, and what to run.
+
+    ``sent`` carries a valid unique id, a valid name and arguments that are a
+    JSON object; ``arguments`` is None when the model's were malformed.
+    """
+
+    sent: ToolCall
+    requested_name: str
+    arguments: dict[str, Any] | None
+    problem: str = ""
+
+
+def fresh_call_id(used: set[str]) -> str:
+    alphabet = string.ascii_letters + string.digits
+    while True:
+        candidate = "".join(secrets.choice(alphabet) for _ in range(9))
+        if candidate not in used:
+            return candidate
+
+
+def prepare_call(call: ToolCall, used: set[str]) -> PreparedCall:
+    """Make ``call`` safe to send back; ``used`` (ids already in the conversation) grows."""
+    call_id = call.id if VALID_CALL_ID.fullmatch(call.id) and call.id not in used else ""
+    call_id = call_id or fresh_call_id(used)
+    used.add(call_id)
+    name = call.name if VALID_TOOL_NAME.fullmatch(call.name) else UNKNOWN_TOOL
     try:
         arguments = json.loads(call.arguments or "{}")
         if not isinstance(arguments, dict):
-            raise ValueError("tool arguments must be a JSON object")
-    except ValueError as exc:
-        return ToolCallRecord(name, {}, f"error: malformed arguments: {exc}", True)
+            raise ValueError(f"expected a JSON object, got {type(arguments).__name__}")
+    except ValueError as exc:  # JSONDecodeError is one
+        # The model's text is not echoed back: some servers fail every later
+        # request on it.  The tool result says what was wrong instead.
+        return PreparedCall(
+            ToolCall(call_id, name, "{}"),
+            call.name,
+            None,
+            f"error: malformed arguments ({exc}); the call was not run. "
+            "Send the arguments as one JSON object.",
+        )
+    return PreparedCall(ToolCall(call_id, name, json.dumps(arguments)), call.name, arguments)
+
+
+def not_an_answer(reply: ModelReply) -> str:
+    """Why a reply without tool calls is no complete answer ('' if it is one)."""
+    if reply.refusal:
+        return f"the model refused: {reply.refusal}"
+    reason = reply.finish_reason
+    if reason == "content_filter":
+        return "the provider's content filter withheld the reply (finish_reason content_filter)"
+    if reason in CUT_OFF_REASONS:
+        before = "" if reply.text.strip() else " before any text"
+        return f"the reply was cut off at the model's token limit{before} (finish_reason {reason})"
+    if reason == "error":
+        return "the model server failed while writing the reply (finish_reason error)"
+    if not reply.text.strip():
+        return f"the model sent an empty reply (finish_reason {reason or 'none'})"
+    return ""
+
+
+async def run_tool(sandbox: Sandbox, call: PreparedCall) -> ToolCallRecord:
+    name = REPORTED_NAMES.get(call.requested_name, call.requested_name)
+    arguments = call.arguments
+    if arguments is None:
+        return ToolCallRecord(name, {}, call.problem, True)
     try:
-        if call.name == "bash":
+        if call.requested_name == "bash":
             result = await sandbox.execute(str(arguments["command"]))
             return ToolCallRecord(
                 name, arguments, cap_output(_bash_output(result)), result.exit_code != 0
             )
-        if call.name == "read_file":
+        if call.requested_name == "read_file":
             path = str(arguments["path"])
             size = await sandbox.execute(f"stat -L -c %s -- {shlex.quote(path)}")
             if size.exit_code == 0 and int(size.stdout.strip() or 0) > READ_FILE_LIMIT:
@@ -110,7 +199,7 @@ async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
                 )
             data = await sandbox.read_file(path)
             return ToolCallRecord(name, arguments, cap_output(data.decode("utf-8", "replace")))
-        if call.name == "write_file":
+        if call.requested_name == "write_file":
             content = str(arguments["content"])
             await sandbox.write_file(str(arguments["path"]), content)
             return ToolCallRecord(name, arguments, f"wrote {len(content.encode())} bytes")
@@ -119,18 +208,32 @@ async def _run_tool(sandbox: Sandbox, call: ToolCall) -> ToolCallRecord:
     except (OSError, ValueError, TypeError) as exc:
         return ToolCallRecord(name, arguments, f"error: {type(exc).__name__}: {exc}", True)
     known = ", ".join(REPORTED_NAMES)
-    return ToolCallRecord(name, arguments, f"error: unknown tool {call.name!r} ({known})", True)
+    return ToolCallRecord(
+        name, arguments, f"error: unknown tool {call.requested_name!r} (tools: {known})", True
+    )
 
 
-def _refuse_calls(conversation: list[Message], calls: Sequence[ToolCall], why: str) -> None:
-    for call in calls:
-        conversation.append(
-            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {why}"}
-        )
+def assistant_message(text: str, calls: Sequence[PreparedCall]) -> Message:
+    message: Message = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c.sent.id,
+                "type": "function",
+                "function": {"name": c.sent.name, "arguments": c.sent.arguments},
+            }
+            for c in calls
+        ]
+    return message
 
 
-#: ``read_file`` refuses bigger files: the model gets a hint to read parts.
-READ_FILE_LIMIT = 1 << 20
+def used_call_ids(conversation: Sequence[Message]) -> set[str]:
+    return {
+        str(call.get("id"))
+        for message in conversation
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
 
 
 async def run_turn(
@@ -140,42 +243,49 @@ async def run_turn(
     *,
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
 ) -> TurnResult:
-    """Advance ``conversation`` (mutated in place) by one user turn."""
+    """Advance ``conversation`` (mutated in place) by one user turn.
+
+    A ``Failed`` turn removes the messages it added, so a strict server still
+    accepts the conversation on the next turn.
+    """
+    start = len(conversation)
+    result = await _advance(model, conversation, sandbox, max_tool_calls)
+    if isinstance(result, Failed):
+        del conversation[start:]
+    return result
+
+
+async def _advance(
+    model: Model, conversation: list[Message], sandbox: Sandbox | None, max_tool_calls: int
+) -> TurnResult:
     tools = TOOL_SPECS if sandbox is not None else []
     records: list[ToolCallRecord] = []
+    used = used_call_ids(conversation)
     while True:
         try:
             reply = await model.complete(conversation, tools)
         except Exception as exc:
             return Failed(f"model error: {type(exc).__name__}: {exc}", tuple(records))
-        assistant: Message = {"role": "assistant", "content": reply.text}
-        if reply.tool_calls:
-            assistant["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in reply.tool_calls
-            ]
-        conversation.append(assistant)
         if not reply.tool_calls:
+            problem = not_an_answer(reply)
+            if problem:
+                return Failed(problem, tuple(records), partial_text=reply.text)
+            conversation.append(assistant_message(reply.text, ()))
             return Completed(reply.text, tuple(records))
         if sandbox is None:
-            _refuse_calls(conversation, reply.tool_calls, "this agent has no sandbox")
             return Failed("the model called a tool, but this agent has no sandbox", tuple(records))
-        for index, call in enumerate(reply.tool_calls):
+        calls = [prepare_call(call, used) for call in reply.tool_calls]
+        conversation.append(assistant_message(reply.text, calls))
+        for call in calls:
             if len(records) >= max_tool_calls:
-                # Every call gets its answer, or the next turn's request is invalid.
-                _refuse_calls(conversation, reply.tool_calls[index:], "tool call limit reached")
                 return Failed(f"tool call limit of {max_tool_calls} reached", tuple(records))
-            record = await _run_tool(sandbox, call)
+            record = await run_tool(sandbox, call)
             records.append(record)
             conversation.append(
                 {
                     "role": "tool",
-                    "tool_call_id": call.id,
-                    "name": call.name,
+                    "tool_call_id": call.sent.id,
+                    "name": call.sent.name,
                     "content": record.output,
                 }
             )

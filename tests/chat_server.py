@@ -4,11 +4,19 @@ It speaks the real protocol over real HTTP (``POST /v1/chat/completions``),
 so the runner's HTTP client, retries and timeouts are exercised end to end;
 only the model behind it is scripted.  Every request (path, headers, JSON
 body) is recorded for the tests to assert.
+
+Like the Mistral API, it refuses (HTTP 400, Mistral's error shape) a
+conversation that breaks the rules of ``mistral-common``'s request validator:
+an assistant message with neither content nor tool calls, a tool-call id that
+is not nine letters and digits, a repeated id, arguments that are no JSON
+object, a tool message that answers no pending call, a call left unanswered,
+a tool message followed by a user message.  ``strict=False`` turns this off.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,9 +36,20 @@ class Reply:
     trickle_seconds: float = 0.0
 
 
-def assistant(text: str | None = None, *calls: tuple[str, str, Any]) -> Reply:
-    """A completion whose message has ``text`` and tool calls ``(id, name, arguments)``."""
+def assistant(
+    text: str | None = None,
+    *calls: tuple[str, str, Any],
+    finish_reason: str | None = None,
+    refusal: str | None = None,
+) -> Reply:
+    """A completion whose message has ``text`` and tool calls ``(id, name, arguments)``.
+
+    ``finish_reason`` defaults to what a complete reply says; ``refusal`` is
+    OpenAI's refusal field.
+    """
     message: dict[str, Any] = {"role": "assistant", "content": text}
+    if refusal is not None:
+        message["refusal"] = refusal
     if calls:
         message["tool_calls"] = [
             {
@@ -52,7 +71,7 @@ def assistant(text: str | None = None, *calls: tuple[str, str, Any]) -> Reply:
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": "tool_calls" if calls else "stop",
+                    "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
                 }
             ],
         }
@@ -63,11 +82,73 @@ def error(status: int, message: str = "scripted failure", **headers: str) -> Rep
     return Reply({"error": {"message": message}}, status=status, headers=headers)
 
 
+CALL_ID = re.compile(r"[a-zA-Z0-9]{9}")
+FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def conversation_problem(messages: list[dict[str, Any]]) -> str | None:
+    """What Mistral would refuse in ``messages`` (None: nothing)."""
+    pending: list[str] = []  # ids of the last assistant message not yet answered
+    seen: set[str] = set()
+    previous = None
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if pending and role != "tool":
+            return f"Not the same number of function calls and responses (message {index})"
+        if previous == "tool" and role not in ("tool", "assistant"):
+            return f"Unexpected role '{role}' after role 'tool' (message {index})"
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            if not message.get("content") and not calls:
+                return "Assistant message must have either content or tool_calls, but not none."
+            for call in calls:
+                call_id = call.get("id", "")
+                if not CALL_ID.fullmatch(call_id):
+                    return (
+                        f"Tool call id was {call_id} but must be a-z, A-Z, 0-9, with a length of 9."
+                    )
+                if call_id in seen:
+                    return f"Tool call id {call_id} is used twice"
+                seen.add(call_id)
+                function = call.get("function") or {}
+                if not FUNCTION_NAME.fullmatch(function.get("name", "")):
+                    return f"Function name was {function.get('name')!r} but must match a-zA-Z0-9_-"
+                try:
+                    arguments = json.loads(function.get("arguments", ""))
+                except ValueError:
+                    return f"Function arguments are not valid JSON: {function.get('arguments')!r}"
+                if not isinstance(arguments, dict):
+                    return "Function arguments must be a JSON object"
+                pending.append(call_id)
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                return f"Tool message answers no pending tool call ({call_id!r})"
+            pending.remove(call_id)
+        elif role not in ("system", "user"):
+            return f"Unknown role {role!r}"
+        previous = role
+    if pending:
+        return "Not the same number of function calls and responses"
+    if previous not in ("user", "tool"):
+        return f"Expected last role User or Tool but got {previous}"
+    return None
+
+
+def invalid_request(message: str) -> Reply:
+    """Mistral's answer to a request its validator refuses."""
+    return Reply(
+        {"object": "error", "message": message, "type": "invalid_request_message_order"},
+        status=400,
+    )
+
+
 class ChatServer:
     """Use as a context manager; ``url`` is the API root to give a client."""
 
-    def __init__(self, replies: list[Reply]) -> None:
+    def __init__(self, replies: list[Reply], *, strict: bool = True) -> None:
         self.replies = list(replies)
+        self.strict = strict
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -76,15 +157,24 @@ class ChatServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                body = json.loads(raw or b"null")
+                problem = None
+                if server.strict and isinstance(body, dict):
+                    problem = conversation_problem(body.get("messages") or [])
                 with server._lock:
                     server.requests.append(
                         {
                             "path": self.path,
                             "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": json.loads(raw or b"null"),
+                            "body": body,
                         }
                     )
-                    reply = server.replies.pop(0) if server.replies else error(500, "no reply left")
+                    if problem:
+                        reply = invalid_request(problem)
+                    elif server.replies:
+                        reply = server.replies.pop(0)
+                    else:
+                        reply = error(500, "no reply left")
                 time.sleep(reply.delay_seconds)
                 payload = json.dumps(reply.body).encode()
                 try:

@@ -7,6 +7,12 @@ Behind it, each "cloud sandbox" is a real Docker container from the test
 image with no network, so commands really run and files really persist.
 Only the cloud is simulated: the SDK, its HTTP clients and our backend are
 the real code.  Knobs let a test make the platform fail at each step.
+
+Where the real service is less forgiving than a naive fake, the stand-in
+follows the real one: the executor's ``run`` reads a command's stdout to the
+end before its stderr (a command filling the stderr pipe blocks), answers 400
+for a ``cwd`` that does not exist, and the control plane answers 404 (its
+``Error`` shape) for an app that is already gone.
 """
 
 from __future__ import annotations
@@ -22,6 +28,23 @@ from typing import Any
 
 FAKE_LABEL = "sandbox-runner-test.fake-cloud"
 
+#: Runs in the instance: the executor's way of running a command, pipes read
+#: one after the other (stdout to its end, then stderr).
+SEQUENTIAL_RUN = """
+import json, os, subprocess, sys
+command, cwd = sys.argv[1], sys.argv[2]
+if not os.path.isdir(cwd):
+    print(json.dumps({"error": "chdir " + cwd + ": no such file or directory"}))
+    sys.exit()
+process = subprocess.Popen(["sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+stdout = process.stdout.read()
+stderr = process.stderr.read()
+code = process.wait()
+print(json.dumps({"stdout": stdout.decode("utf-8", "replace"),
+                  "stderr": stderr.decode("utf-8", "replace"), "code": code}))
+"""
+
 
 class FakeCloud:
     def __init__(self, docker_client: Any, image: str) -> None:
@@ -34,6 +57,9 @@ class FakeCloud:
         # Failure knobs
         self.deployment_status = "HEALTHY"  # e.g. "ERROR", or "STARTING" forever
         self.fail_service_create = False
+        #: Statuses the next run calls answer *after* running the command, as a
+        #: gateway that loses the executor's answer would (e.g. [502]).
+        self.run_faults: list[int] = []
         cloud = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -141,8 +167,9 @@ class FakeCloud:
             }
         if method == "DELETE" and len(parts) == 3 and parts[:2] == ["v1", "apps"]:
             container = self.containers.pop(parts[2], None)
-            if container is not None:
-                container.remove(force=True)
+            if container is None:
+                return 404, {"status": 404, "code": "not_found", "message": "Not Found"}
+            container.remove(force=True)
             return 200, {}
         if parts[:1] == ["exec"] and len(parts) >= 4:
             return self.execute(parts[1], parts[3], body or {})
@@ -155,17 +182,19 @@ class FakeCloud:
         if action == "health":
             return 200, {"status": "ok"}
         if action == "run":
-            exit_code, (stdout, stderr) = container.exec_run(
-                ["sh", "-c", body["cmd"]],
-                workdir=body.get("cwd") or "/",
+            cwd = body.get("cwd") or "/"
+            _, output = container.exec_run(
+                ["python3", "-c", SEQUENTIAL_RUN, body["cmd"], cwd],
                 environment=body.get("env") or None,
-                demux=True,
             )
-            return 200, {
-                "stdout": (stdout or b"").decode("utf-8", "replace"),
-                "stderr": (stderr or b"").decode("utf-8", "replace"),
-                "code": exit_code,
-            }
+            answer = json.loads(output)
+            if answer.get("error"):
+                return 400, {"error": answer["error"]}
+            with self.lock:
+                fault = self.run_faults.pop(0) if self.run_faults else None
+            if fault:
+                return fault, {"error": "upstream connect error"}
+            return 200, answer
         if action == "write_file":
             data = body["content"].encode("utf-8")
             buffer = io.BytesIO()
@@ -181,6 +210,11 @@ class FakeCloud:
                 return 200, {"error": f"open {body['path']}: no such file or directory"}
             return 200, {"content": output.decode("utf-8", "replace")}
         return 404, {"error": f"no executor action {action}"}
+
+    def expire(self, app_id: str) -> None:
+        """Delete an app behind the client's back, as the platform does at its TTL."""
+        container = self.containers.pop(app_id)
+        container.remove(force=True)
 
     def __enter__(self) -> FakeCloud:
         self.thread.start()

@@ -7,9 +7,11 @@ import os
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 import runner as agents
+from runner.sandboxes._docker_engine import process_start_time
 from runner.sandboxes.local import DangerousLocalWarning
 
 pytestmark = pytest.mark.anyio
@@ -92,8 +94,25 @@ async def test_background_processes_are_killed_at_close(local_backend) -> None:
     ).start_session() as session:
         await session.sandbox.execute("sleep 300 >/dev/null 2>&1 & echo $! > pid")
         pid = int((await session.sandbox.read_file("pid")).decode())
+        started = process_start_time(pid)
+        assert started is not None and "sleep" in Path(f"/proc/{pid}/cmdline").read_text()
     status = Path(f"/proc/{pid}/status")
-    assert not status.exists() or "\nState:\tZ" in status.read_text()
+
+    def dead() -> bool:
+        """Gone, a zombie, or its pid already reused by another process."""
+        if process_start_time(pid) not in (None, started):
+            return True
+        try:
+            return "\nState:\tZ" in status.read_text()
+        except FileNotFoundError:
+            return True
+
+    # SIGKILL is sent at close; the kernel ends the process a moment later.
+    for _ in range(100):
+        if dead():
+            break
+        await anyio.sleep(0.05)
+    assert dead(), status.read_text()
 
 
 async def test_finished_commands_leave_no_process_group_to_kill_later(local_backend) -> None:

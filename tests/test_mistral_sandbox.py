@@ -257,3 +257,72 @@ def test_without_the_extra_start_session_raises_missing_extra(tmp_path) -> None:
         "MissingExtraError: MistralSandbox needs the 'koyeb' extra: "
         "pip install 'sandbox-runner[koyeb]' koyeb"
     ), result.stderr
+
+
+# --- the executor as it really behaves (tests/koyeb_server.py follows it) ---
+
+
+@pytest.fixture
+async def cloud_box(cloud):
+    agent = agents.Agent(model="m", environment=sandbox(default_exec_timeout_seconds=20))
+    async with await agent.start_session() as session:
+        yield session.sandbox
+
+
+@pytest.mark.docker
+async def test_more_stderr_than_a_pipe_holds_does_not_block(cloud_box) -> None:
+    script = "import sys; sys.stderr.write('e' * 300000); sys.stdout.write('o' * 300000)"
+    result = await cloud_box.execute(f'python3 -c "{script}"; echo " end"; echo tail >&2')
+    assert (result.exit_code, result.timed_out) == (0, False)
+    assert result.stdout == "o" * 300000 + " end\n"
+    assert result.stderr == "e" * 300000 + "tail\n"
+    assert result.duration_seconds < 15
+
+
+@pytest.mark.docker
+async def test_a_missing_cwd_is_an_exit_code_not_an_sdk_error(cloud_box, cloud) -> None:
+    result = await cloud_box.execute("pwd", cwd="no/such/dir")
+    assert result.exit_code == 126
+    assert result.stderr == "cannot change directory to no/such/dir: no such directory\n"
+    await cloud_box.execute("mkdir -p sub/dir")
+    assert (await cloud_box.execute("pwd", cwd="sub/dir")).stdout == "/workspace/sub/dir\n"
+    # The executor itself would refuse a missing cwd: the sandbox never sends one.
+    assert {r["body"].get("cwd") for r in cloud.calls("POST", "/exec/") if "cmd" in r["body"]} == {
+        "/"
+    }
+
+
+@pytest.mark.docker
+async def test_a_run_call_the_sdk_retries_runs_the_command_once(cloud_box, cloud) -> None:
+    cloud.run_faults = [502]  # the answer is lost after the command ran; the SDK asks again
+    result = await cloud_box.execute("echo ran >> count.txt; cat count.txt")
+    assert (result.exit_code, result.stdout) == (0, "ran\n")
+    assert (await cloud_box.read_file("count.txt")) == b"ran\n"
+    runs = [r for r in cloud.calls("POST", "/exec/") if "echo ran" in json.dumps(r["body"])]
+    assert len(runs) == 2  # two requests, one run
+
+
+@pytest.mark.docker
+async def test_sdk_errors_of_commands_and_files_are_sandbox_unavailable(cloud_box, cloud) -> None:
+    cloud.run_faults = [503] * 4  # more than the SDK's three retries
+    with pytest.raises(agents.SandboxUnavailableError, match="did not run the command"):
+        await cloud_box.execute("true")
+    cloud.expire(next(iter(cloud.containers)))  # the executor now answers 404
+    with pytest.raises(agents.SandboxUnavailableError):
+        await cloud_box.execute("true")
+    with pytest.raises(agents.SandboxUnavailableError):
+        await cloud_box.read_file("x.txt")
+    with pytest.raises(agents.SandboxUnavailableError):
+        await cloud_box.write_file("x.txt", "data")
+
+
+@pytest.mark.docker
+async def test_a_sandbox_the_platform_already_deleted_counts_as_deleted(cloud) -> None:
+    agent = agents.Agent(model="m", environment=sandbox())
+    session = await agent.start_session()
+    cloud.expire(next(iter(cloud.containers)))  # its TTL passed
+    await session.cancel()  # no error: it is gone, which is what close wants
+    assert session.status == "terminated"
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+    await session.sandbox.delete()  # and it is not asked again
+    assert len(cloud.calls("DELETE", "/v1/apps/")) == 1

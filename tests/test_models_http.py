@@ -67,7 +67,7 @@ async def test_the_full_loop_runs_tools_in_the_sandbox(backend) -> None:
     assert last["body"]["messages"][2]["tool_calls"][0]["function"]["name"] == "write_file"
     assert last["body"]["messages"][-1] == {
         "role": "tool",
-        "tool_call_id": "c3",
+        "tool_call_id": last["body"]["messages"][-2]["tool_calls"][0]["id"],
         "name": "read_file",
         "content": "42",
     }
@@ -221,7 +221,7 @@ async def test_a_server_that_trickles_its_answer_still_times_out() -> None:
     assert result == agents.Completed("in time", ())
 
 
-async def test_every_tool_call_is_answered_even_past_the_limit() -> None:
+async def test_a_turn_stopped_by_the_limit_leaves_no_unanswered_tool_call() -> None:
     from runner.testing import ScriptedModel
 
     calls = [
@@ -230,15 +230,16 @@ async def test_every_tool_call_is_answered_even_past_the_limit() -> None:
     model = ScriptedModel(
         [agents.ModelReply(tool_calls=tuple(calls)), agents.ModelReply(text="ok")]
     )
-    agent = agents.Agent(model=model, environment=RecordingSandbox(), max_tool_calls=1)
+    env = RecordingSandbox()
+    agent = agents.Agent(model=model, environment=env, max_tool_calls=1)
     async with await agent.start_session() as session:
         first = await session.run("go")
         await session.run("again")
     assert isinstance(first, agents.Failed)
-    messages = model.requests[1][0]
-    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
-    assert answered == ["c0", "c1", "c2"]
-    assert messages[-2]["content"] == "error: tool call limit reached"
+    assert len(first.tool_calls) == 1 and env.commands[-1] == "true"
+    # The failed turn is gone as a whole: no call without its answer, no
+    # unanswered "go" (a strict server refuses both).
+    assert model.requests[1][0] == [{"role": "user", "content": "again"}]
 
 
 async def test_read_file_refuses_huge_files_with_a_hint(local_backend) -> None:
@@ -251,3 +252,20 @@ async def test_read_file_refuses_huge_files_with_a_hint(local_backend) -> None:
             result = await session.run("read it")
     assert result.tool_calls[0].is_error
     assert "big.bin is 3000000 bytes; read parts of it with bash" in result.tool_calls[0].output
+
+
+async def test_a_reply_without_a_message_says_so() -> None:
+    body = {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}
+    with ChatServer([Reply(body)]) as server:
+        result = await agents.Agent(model=model(server)).run("hi")
+    assert isinstance(result, agents.Failed)
+    assert "ModelError: the reply has no message (got None)" in result.error
+
+
+async def test_finish_reason_and_refusal_reach_the_model_reply() -> None:
+    replies = [assistant("partial", finish_reason="length"), assistant(None, refusal="no")]
+    with ChatServer(replies) as server:
+        cut = await model(server).complete([{"role": "user", "content": "hi"}], [])
+        refused = await model(server).complete([{"role": "user", "content": "hi"}], [])
+    assert cut == agents.ModelReply(text="partial", finish_reason="length")
+    assert refused == agents.ModelReply(finish_reason="stop", refusal="no")

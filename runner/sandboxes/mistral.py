@@ -23,9 +23,21 @@ other than ``Network.all()`` is refused at construction: nothing is created.
 
 Commands run through the executor's ``run`` endpoint under GNU ``timeout``,
 because the SDK's own timeout only stops waiting and leaves the command
-running.  Files are written through the SDK's filesystem API (text) or as
-base64 text decoded by a command (binary), and read back as base64 through a
-command, since the filesystem API returns text only.
+running.  The executor reads a command's stdout to the end before its stderr,
+so a command writing more than a pipe's worth (64 KiB) to stderr would block
+until killed; and the SDK repeats a request that met a 5xx or a dropped
+connection, which would run a command twice.  So each command runs inside a
+small wrapper (``wrap_command``) under an id of its own: its output goes to
+files in the instance, printed once it has ended (stdout, then stdout closed,
+then stderr), and a repeated request for the same id waits for the first run's
+result instead of running it again.  A missing ``cwd`` is reported by the
+wrapper as exit 126, like the other backends (the executor would answer 400).
+
+Files are written through the SDK's filesystem API (text) or as base64 text
+decoded by a command (binary), and read back as base64 through a command,
+since the filesystem API returns text only.  Any SDK or transport error of a
+command or a file call is a ``SandboxUnavailableError``; a sandbox the
+platform already deleted (its TTL) counts as deleted at close.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import contextlib
 import ipaddress
 import os
 import posixpath
+import secrets
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -63,6 +76,45 @@ WORKSPACE = "/workspace"
 KILL_GRACE_SECONDS = 2
 #: Extra seconds the client waits beyond a command's own timeout.
 CLIENT_SLACK_SECONDS = 15
+#: Where the wrapper keeps each command's output until it is sent.
+RUNS_DIR = "/tmp/.runner-runs"
+#: Exit code of a command whose ``cwd`` does not exist (as in the other backends).
+MISSING_CWD_EXIT_CODE = 126
+
+
+def wrap_command(
+    command: str,
+    *,
+    run_id: str,
+    shell: str,
+    timeout: float,
+    cwd: str,
+    cwd_label: str | None = None,
+    forget: Sequence[str] = (),
+) -> str:
+    """The shell text that runs ``command`` once per ``run_id`` with its outputs in files.
+
+    A first request runs it and records stdout, stderr and the exit code; a
+    repeated request (the SDK's retry) waits for that record.  Both then print
+    stdout, close it (the executor then reads stderr), print stderr and exit
+    with the code.  ``cwd_label`` is how a missing ``cwd`` is named in the
+    message; ``forget`` names earlier runs whose records can go.
+    """
+    run = f"{RUNS_DIR}/{run_id}"
+    q_cwd = shlex.quote(cwd)
+    missing = shlex.quote(f"cannot change directory to {cwd_label or cwd}: no such directory")
+    cleanup = "".join(f" {shlex.quote(f'{RUNS_DIR}/{old}')}" for old in forget)
+    return (
+        (f"rm -rf{cleanup}; " if cleanup else "")
+        + f"mkdir -p {RUNS_DIR} && chmod 700 {RUNS_DIR} || exit 125; "
+        f"if mkdir {run} 2>/dev/null; then "
+        f"( cd {q_cwd} 2>/dev/null || {{ echo {missing} >&2; exit {MISSING_CWD_EXIT_CODE}; }}; "
+        f"exec timeout -k {KILL_GRACE_SECONDS} {timeout:g} {shell} -c {shlex.quote(command)} ) "
+        f"</dev/null >{run}/out 2>{run}/err; "
+        f"echo $? >{run}/code.new && mv {run}/code.new {run}/code; "
+        f"else while [ ! -f {run}/code ]; do sleep 0.2; done; fi; "
+        f"cat {run}/out; exec 1>&-; cat {run}/err >&2; exit $(cat {run}/code)"
+    )
 
 
 def koyeb_available() -> bool:
@@ -235,11 +287,13 @@ class MistralCloudSandbox(Sandbox):
         self.shell = "sh"
         self._deleted = False
         self._delete_lock = anyio.Lock()
+        #: Runs whose records the next command removes (their results arrived).
+        self._finished_runs: list[str] = []
 
     async def prepare(self) -> None:
         """Make the workspace and find the shell (bash if present)."""
         result = await self._run(
-            f"mkdir -p {WORKSPACE} && command -v bash || true", timeout=60, cwd=None
+            f"mkdir -p {WORKSPACE} && command -v bash || true", timeout=60, cwd="/"
         )
         if result["code"] != 0:
             raise SandboxUnavailableError(
@@ -249,15 +303,38 @@ class MistralCloudSandbox(Sandbox):
             self.shell = "bash"
 
     async def _run(
-        self, command: str, *, timeout: float, cwd: str | None, env: Mapping[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str,
+        env: Mapping[str, str] | None = None,
+        cwd_label: str | None = None,
     ) -> dict[str, Any]:
-        result = await self.remote.exec(
+        """Run ``command`` at most once (see ``wrap_command``); SDK errors become ours."""
+        run_id = secrets.token_hex(8)
+        wrapped = wrap_command(
             command,
+            run_id=run_id,
+            shell=self.shell,
+            timeout=timeout,
             cwd=cwd,
-            env=dict(env) if env else None,
-            timeout=int(timeout + CLIENT_SLACK_SECONDS),
-            stream=False,
+            cwd_label=cwd_label,
+            forget=self._finished_runs,
         )
+        try:
+            result = await self.remote.exec(
+                wrapped,
+                cwd="/",
+                env=dict(env) if env else None,
+                timeout=int(timeout + CLIENT_SLACK_SECONDS),
+                stream=False,
+            )
+        except Exception as exc:  # the SDK's SandboxError family, httpx, JSON
+            raise SandboxUnavailableError(
+                f"the cloud sandbox did not run the command ({type(exc).__name__}: {exc})"
+            ) from exc
+        self._finished_runs = [run_id]
         return {"code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
 
     def _path(self, path: str) -> str:
@@ -273,12 +350,13 @@ class MistralCloudSandbox(Sandbox):
     ) -> SandboxExecutionResult:
         timeout = check_timeout(timeout_seconds, name="timeout_seconds")
         timeout = timeout or self.default_exec_timeout_seconds
-        wrapped = (
-            f"timeout -k {KILL_GRACE_SECONDS} {timeout:g} {self.shell} -c {shlex.quote(command)}"
-        )
         started = time.perf_counter()
         result = await self._run(
-            wrapped, timeout=timeout, cwd=self._path(cwd) if cwd else WORKSPACE, env=check_env(env)
+            command,
+            timeout=timeout,
+            cwd=self._path(cwd) if cwd else WORKSPACE,
+            env=check_env(env),
+            cwd_label=cwd,
         )
         duration = time.perf_counter() - started
         timed_out = result["code"] in (TIMEOUT_EXIT_CODE, 128 + 9) and duration >= timeout
@@ -316,12 +394,12 @@ class MistralCloudSandbox(Sandbox):
         except UnicodeDecodeError:
             text = None
         if text is not None:
-            await self.remote.filesystem.write_file(target, text)
+            await self._write_text(target, text, path)
             return
         # Binary: the filesystem API carries text only, so send base64 text
         # and decode it in place.
         staging = f"{target}.runner-upload.b64"
-        await self.remote.filesystem.write_file(staging, base64.b64encode(payload).decode("ascii"))
+        await self._write_text(staging, base64.b64encode(payload).decode("ascii"), path)
         result = await self._run(
             f"base64 -d {shlex.quote(staging)} > {shlex.quote(target)}; status=$?; "
             f"rm -f {shlex.quote(staging)}; exit $status",
@@ -331,13 +409,37 @@ class MistralCloudSandbox(Sandbox):
         if result["code"] != 0:
             raise OSError(f"cannot write {path} in the sandbox: {result['stderr'].strip()}")
 
+    async def _write_text(self, target: str, text: str, path: str) -> None:
+        """The SDK's file write; what the instance refused is an OSError, the rest ours."""
+        from koyeb.sandbox.filesystem import SandboxFilesystemError
+
+        try:
+            await self.remote.filesystem.write_file(target, text)
+        except SandboxFilesystemError as exc:
+            if exc.__cause__ is None:  # the executor answered with an error
+                raise OSError(f"cannot write {path} in the sandbox: {exc}") from exc
+            raise SandboxUnavailableError(
+                f"the cloud sandbox did not take {path} ({type(exc.__cause__).__name__}: {exc})"
+            ) from exc
+        except Exception as exc:
+            raise SandboxUnavailableError(
+                f"the cloud sandbox did not take {path} ({type(exc).__name__}: {exc})"
+            ) from exc
+
     async def delete(self) -> None:
+        """Delete the instance; one the platform already removed (its TTL) counts as deleted."""
         async with self._delete_lock:
             if self._deleted:
                 return
             with anyio.CancelScope(shield=True):
                 try:
                     await self.remote.delete()
+                except Exception as exc:
+                    if getattr(exc, "status", None) != 404:
+                        raise SandboxUnavailableError(
+                            f"the cloud sandbox could not be deleted ({type(exc).__name__}: "
+                            f"{exc}); the platform deletes it at its TTL"
+                        ) from exc
                 finally:
                     await _close_clients(self.remote)
             self._deleted = True
