@@ -48,6 +48,8 @@ class Agent:
         base_url: str | None = None,
         max_tool_calls: int = 50,
         inputs: Sequence[type[SessionInput]] = (),
+        request_timeout_seconds: float = 120.0,
+        max_retries: int = 3,
     ) -> None:
         # Duck-typed (not isinstance(..., Model)), so building an agent does
         # not import the turn machinery: `runner validate` stays quick.
@@ -69,6 +71,19 @@ class Agent:
         self.environment = environment
         self.base_url = base_url
         self.max_tool_calls = max_tool_calls
+        if isinstance(request_timeout_seconds, bool) or not (
+            isinstance(request_timeout_seconds, int | float) and request_timeout_seconds > 0
+        ):
+            raise SdkError(
+                f"Agent(request_timeout_seconds=...) takes a positive number of seconds, "
+                f"got {request_timeout_seconds!r}"
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise SdkError(f"Agent(max_retries=...) takes an int >= 0, got {max_retries!r}")
+        #: Each model request's deadline, and how often a failed one is retried
+        #: (only rate limits, server errors, timeouts and dropped connections).
+        self.request_timeout_seconds = request_timeout_seconds
+        self.max_retries = max_retries
         for input_class in inputs:
             if not (isinstance(input_class, type) and issubclass(input_class, SessionInput)):
                 raise SdkError(f"Agent(inputs=...) takes SessionInput classes, got {input_class!r}")
@@ -89,7 +104,12 @@ class Agent:
         if isinstance(self.model, str):
             from ._chat_completions import model_for
 
-            return model_for(self.model, base_url=self.base_url)
+            return model_for(
+                self.model,
+                base_url=self.base_url,
+                timeout_seconds=self.request_timeout_seconds,
+                max_retries=self.max_retries,
+            )
         return self.model
 
     async def start_session(

@@ -166,16 +166,25 @@ def parse_reply(response: Any) -> ModelReply:
     )
 
 
-def model_for(name: str, *, base_url: str | None) -> ChatCompletionsModel:
+def model_for(
+    name: str,
+    *,
+    base_url: str | None,
+    timeout_seconds: float = 120.0,
+    max_retries: int = 3,
+) -> ChatCompletionsModel:
     """The HTTP model an agent's model *name* means.
 
     With ``base_url``: an OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is
     sent if set.  Without: the Mistral API, with ``MISTRAL_API_KEY``
     (required) at ``MISTRAL_SERVER_URL`` (default the public API).
+    ``timeout_seconds`` bounds each request; ``max_retries`` counts the
+    retries of a rate limit, server error, timeout or dropped connection.
     """
+    limits = {"timeout_seconds": timeout_seconds, "max_retries": max_retries}
     if base_url:
         return ChatCompletionsModel(
-            name, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY")
+            name, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY"), **limits
         )
     api_key = os.environ.get("MISTRAL_API_KEY")
     if not api_key:
@@ -184,4 +193,4 @@ def model_for(name: str, *, base_url: str | None) -> ChatCompletionsModel:
             "or give the agent a base_url for an OpenAI-compatible server"
         )
     server = os.environ.get("MISTRAL_SERVER_URL") or MISTRAL_SERVER_URL
-    return ChatCompletionsModel(name, base_url=server, api_key=api_key)
+    return ChatCompletionsModel(name, base_url=server, api_key=api_key, **limits)

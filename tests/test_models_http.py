@@ -115,6 +115,51 @@ async def test_a_timeout_is_retried() -> None:
     assert result == agents.Completed("in time", ())
 
 
+def test_yaml_sets_the_request_timeout_and_retries(tmp_path) -> None:
+    """``agent.request_timeout_seconds`` and ``agent.max_retries`` reach the
+    HTTP client: two slow answers and the turn fails after 2 attempts, in
+    about twice the timeout, not the default 120 s x 4."""
+    import time
+
+    from runner.config import compile_file
+
+    slow = [assistant("late"), assistant("late too"), assistant("never asked")]
+    for reply in slow:
+        reply.delay_seconds = 2.0
+    with ChatServer(slow) as server:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            "version: 1\n"
+            "agent:\n"
+            "  model: local-model\n"
+            f"  base_url: {server.url}\n"
+            "  request_timeout_seconds: 0.3\n"
+            "  max_retries: 1\n",
+            encoding="utf-8",
+        )
+        agent = compile_file(config).agent
+        assert (agent.request_timeout_seconds, agent.max_retries) == (0.3, 1)
+        started = time.monotonic()
+        result = anyio.run(agent.run, "hi")
+        took = time.monotonic() - started
+    assert isinstance(result, agents.Failed)
+    assert "no answer within 0.3s (after 2 attempts)" in result.error
+    assert took < 5
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "word"),
+    [
+        ({"request_timeout_seconds": 0}, "request_timeout_seconds"),
+        ({"max_retries": -1}, "max_retries"),
+    ],
+)
+def test_bad_request_limits_are_refused_at_construction(options, word) -> None:
+    with pytest.raises(agents.SdkError, match=word):
+        agents.Agent(model="m", **options)
+
+
 async def test_a_client_error_fails_at_once() -> None:
     with ChatServer([error(401, "bad key"), assistant("never")]) as server:
         result = await agents.Agent(model=model(server)).run("hi")

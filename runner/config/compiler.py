@@ -594,11 +594,11 @@ class _Compiler:
                 environment=environment,
                 inputs=[d.input_class for d in self.inputs.values()]
                 + ([self.secrets_class] if self.secrets_class else []),
-                **(
-                    {"max_tool_calls": agent_spec["max_tool_calls"]}
-                    if "max_tool_calls" in agent_spec
-                    else {}
-                ),
+                **{
+                    key: agent_spec[key]
+                    for key in ("max_tool_calls", "request_timeout_seconds", "max_retries")
+                    if key in agent_spec
+                },
             )
         except AgentsError as exc:
             self.problem(("agent",), str(exc))
