@@ -10,9 +10,10 @@ workspace), exactly as the seed documents say.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .sandboxes.base import Sandbox
+if TYPE_CHECKING:  # a hook is given a sandbox; sandboxes hold hooks (base imports us)
+    from .sandboxes.base import Sandbox
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._hooks import SandboxHook
+
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from .._hooks import SandboxHook
 
 #: Exit status of a command killed because it outlived its timeout (as GNU timeout).
 TIMEOUT_EXIT_CODE = 124
@@ -175,8 +175,6 @@ class SandboxEnvironment(abc.ABC):
         default_exec_timeout_seconds: float = 30,
         ttl_seconds: float | None = None,
     ) -> None:
-        from .._hooks import SandboxHook
-
         hook_list = tuple(hooks)
         for hook in hook_list:
             if not isinstance(hook, SandboxHook):
