@@ -8,11 +8,29 @@ image with no network, so commands really run and files really persist.
 Only the cloud is simulated: the SDK, its HTTP clients and our backend are
 the real code.  Knobs let a test make the platform fail at each step.
 
-Where the real service is less forgiving than a naive fake, the stand-in
-follows the real one: the executor's ``run`` reads a command's stdout to the
-end before its stderr (a command filling the stderr pipe blocks), answers 400
-for a ``cwd`` that does not exist, and the control plane answers 404 (its
-``Error`` shape) for an app that is already gone.
+The stand-in enforces the rules of sources nobody here wrote, so that it is
+no kinder than the real service:
+
+* Control plane (koyeb-sdk's generated client, ``koyeb/api``): every body is
+  parsed with the SDK's own request model (``CreateApp``, ``CreateService``
+  and the models they nest); a field the model does not declare, or a value
+  of the wrong type, is a 400 in the ``ErrorWithFields`` shape; an unknown
+  app, service or deployment is a 404 and a missing or wrong bearer token a
+  401, both in the ``Error`` shape (the status-to-model map is each generated
+  method's ``_response_types_map``).  The ``code``/``message`` texts are ours:
+  only the shapes and statuses come from the SDK.
+* Deployments step through pre-ready states (``DeploymentStatus`` values that
+  ``koyeb/sandbox/status.py`` classifies as in progress) before ``HEALTHY``;
+  until then the instance's executor is not reachable (503, as a gateway
+  with no healthy backend answers).
+* Executor (koyeb/sandbox-container, ``pkg/server``): every call but
+  ``/health`` needs ``Authorization: Bearer <SANDBOX_SECRET>`` (the secret
+  the SDK put in the deployment's env), else 401 ``Unauthorized``; the
+  deployment's env (the sandbox ``env=``, SANDBOX_SECRET included) is the
+  environment of every command, a run's own ``env`` added on top; ``run``
+  reads stdout to the end before stderr and answers 400 ``Invalid working
+  directory`` for a missing ``cwd``; ``write_file`` is ``os.WriteFile``: it
+  creates no parent directory and reports the error in its JSON answer.
 """
 
 from __future__ import annotations
@@ -23,10 +41,29 @@ import json
 import os
 import tarfile
 import threading
+import typing
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from koyeb.api.models.create_app import CreateApp
+from koyeb.api.models.create_service import CreateService
+from koyeb.api.models.deployment_status import DeploymentStatus
+from koyeb.api.models.error import Error
+from koyeb.api.models.error_field import ErrorField
+from koyeb.api.models.error_with_fields import ErrorWithFields
+from pydantic import BaseModel, ValidationError
+
 FAKE_LABEL = "sandbox-runner-test.fake-cloud"
+DEFAULT_TOKEN = "koyeb-test-token"
+
+#: States a deployment passes through before HEALTHY, in the order the
+#: platform moves through them (all "in_progress" for the SDK's readiness wait).
+PRE_READY_STATUSES = ("PENDING", "PROVISIONING", "STARTING")
+#: Deployment states the SDK treats as ready (koyeb/sandbox/status.py).
+READY_STATUSES = ("HEALTHY", "DEGRADED")
+#: The executor's only route without authentication (sandbox-container README).
+OPEN_EXECUTOR_ACTIONS = frozenset({"health"})
 
 #: Runs in the instance: the executor's way of running a command, pipes read
 #: one after the other (stdout to its end, then stderr).
@@ -34,7 +71,7 @@ SEQUENTIAL_RUN = """
 import json, os, subprocess, sys
 command, cwd = sys.argv[1], sys.argv[2]
 if not os.path.isdir(cwd):
-    print(json.dumps({"error": "chdir " + cwd + ": no such file or directory"}))
+    print(json.dumps({"error": "Invalid working directory: " + cwd}))
     sys.exit()
 process = subprocess.Popen(["sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -46,16 +83,104 @@ print(json.dumps({"stdout": stdout.decode("utf-8", "replace"),
 """
 
 
+# --- the platform's request and error models ----------------------------------
+
+
+def error_reply(status: int, code: str, message: str) -> tuple[int, Any]:
+    """An answer in the platform's ``Error`` shape."""
+    return status, Error(status=status, code=code, message=message).to_dict()
+
+
+def invalid_reply(problems: list[tuple[str, str]]) -> tuple[int, Any]:
+    """A 400 in the platform's ``ErrorWithFields`` shape, one entry per field."""
+    fields = [ErrorField(field=name, description=text) for name, text in problems]
+    error = ErrorWithFields(
+        status=400, code="invalid_argument", message="validation error", fields=fields
+    )
+    return 400, error.to_dict()
+
+
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The generated models an annotation (``Optional[List[Model]]``...) refers to."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in models_in(arg)]
+
+
+def unknown_fields(model: type[BaseModel], data: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the keys in ``data`` that ``model`` (or a nested model) does not declare.
+
+    The generated ``from_dict`` silently drops such keys; the real API does not.
+    """
+    if not isinstance(data, dict):
+        return []
+    declared = {info.alias or name: info for name, info in model.model_fields.items()}
+    found: list[str] = []
+    for key, value in data.items():
+        info = declared.get(key)
+        if info is None:
+            found.append(prefix + key)
+            continue
+        for inner in models_in(info.annotation):
+            for item in value if isinstance(value, list) else [value]:
+                found += unknown_fields(inner, item, f"{prefix}{key}.")
+    return found
+
+
+def parse_request(model: type[BaseModel], body: Any) -> tuple[Any, tuple[int, Any] | None]:
+    """``body`` as the SDK's ``model``, or the 400 the platform answers instead."""
+    if not isinstance(body, dict):
+        return None, invalid_reply([("body", "a JSON object is required")])
+    unknown = unknown_fields(model, body)
+    if unknown:
+        return None, invalid_reply([(name, "unknown field") for name in unknown])
+    try:
+        return model.from_dict(body), None
+    except ValidationError as exc:
+        problems = [(".".join(map(str, e["loc"])) or "body", e["msg"]) for e in exc.errors()]
+        return None, invalid_reply(problems)
+    except (TypeError, ValueError, AttributeError) as exc:
+        return None, invalid_reply([("body", str(exc))])
+
+
+@dataclass
+class Instance:
+    """One sandbox service: its app, its deployment and the container behind it."""
+
+    app_id: str
+    service_id: str
+    deployment_id: str
+    name: str
+    definition: dict[str, Any]
+    env: dict[str, str]
+    container: Any = None
+    statuses_served: list[str] = field(default_factory=list)
+
+    @property
+    def secret(self) -> str | None:
+        return self.env.get("SANDBOX_SECRET")
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.statuses_served) and self.statuses_served[-1] in READY_STATUSES
+
+
 class FakeCloud:
-    def __init__(self, docker_client: Any, image: str) -> None:
+    def __init__(self, docker_client: Any, image: str, token: str = DEFAULT_TOKEN) -> None:
         self.docker = docker_client
         self.image = image
+        self.token = token
         self.requests: list[dict[str, Any]] = []
+        self.apps: dict[str, str] = {}  # app id -> name
+        self.instances: dict[str, Instance] = {}  # service id -> instance
         self.containers: dict[str, Any] = {}  # app id -> container
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         # Failure knobs
-        self.deployment_status = "HEALTHY"  # e.g. "ERROR", or "STARTING" forever
+        #: What a deployment reports after its pre-ready states (e.g. "ERROR").
+        self.deployment_status = "HEALTHY"
+        #: What it reports first, one state per poll.
+        self.pre_ready_statuses: list[str] = list(PRE_READY_STATUSES)
         self.fail_service_create = False
         #: Statuses the next run calls answer *after* running the command, as a
         #: gateway that loses the executor's answer would (e.g. [502]).
@@ -71,12 +196,18 @@ class FakeCloud:
             def _body(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                return json.loads(raw) if raw else None
+                try:
+                    return json.loads(raw) if raw else None
+                except ValueError:
+                    return raw.decode("utf-8", "replace")
 
             def _reply(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
+                if isinstance(payload, str):  # the executor's http.Error: plain text
+                    data, kind = payload.encode(), "text/plain; charset=utf-8"
+                else:
+                    data, kind = json.dumps(payload).encode(), "application/json"
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -84,16 +215,12 @@ class FakeCloud:
             def _handle(self) -> None:
                 body = self._body()
                 path = self.path.split("?")[0]
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                record = {"method": self.command, "path": path, "headers": headers, "body": body}
                 with cloud.lock:
-                    cloud.requests.append(
-                        {
-                            "method": self.command,
-                            "path": path,
-                            "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": body,
-                        }
-                    )
-                status, payload = cloud.route(self.command, path, body, self.server)
+                    cloud.requests.append(record)
+                status, payload = cloud.route(self.command, path, body, headers)
+                record["status"] = status
                 self._reply(status, payload)
 
             do_GET = do_POST = do_DELETE = _handle
@@ -113,108 +240,210 @@ class FakeCloud:
             if (method is None or r["method"] == method) and r["path"].startswith(prefix)
         ]
 
-    # --- the API -------------------------------------------------------------
+    def instance_of_app(self, app_id: str) -> Instance | None:
+        return next((i for i in self.instances.values() if i.app_id == app_id), None)
 
-    def route(self, method: str, path: str, body: Any, server: Any) -> tuple[int, Any]:
+    # --- the control plane ---------------------------------------------------
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         parts = path.strip("/").split("/")
-        if method == "POST" and path == "/v1/apps":
-            app_id = f"app-{next(self.ids)}"
-            return 200, {"app": {"id": app_id, "name": body["name"]}}
-        if method == "POST" and path == "/v1/services":
-            if self.fail_service_create:
-                return 500, {"error": "scripted failure", "code": "internal"}
-            app_id = body["app_id"]
-            container = self.docker.containers.run(
-                self.image,
-                ["sleep", "3600"],
-                detach=True,
-                network_mode="none",
-                init=True,
-                labels={FAKE_LABEL: app_id},
-            )
-            self.containers[app_id] = container
-            return 200, {
-                "service": {
-                    "id": f"svc-{app_id}",
-                    "app_id": app_id,
-                    "name": body["name"],
-                    "latest_deployment_id": f"dep-{app_id}",
-                }
-            }
-        if method == "GET" and len(parts) == 3 and parts[:2] == ["v1", "services"]:
-            app_id = parts[2].removeprefix("svc-")
-            return 200, {
-                "service": {
-                    "id": parts[2],
-                    "app_id": app_id,
-                    "name": "x",
-                    "latest_deployment_id": f"dep-{app_id}",
-                }
-            }
-        if method == "GET" and len(parts) == 3 and parts[:2] == ["v1", "deployments"]:
-            app_id = parts[2].removeprefix("dep-")
-            return 200, {
-                "deployment": {
-                    "id": parts[2],
-                    "status": self.deployment_status,
-                    "metadata": {
-                        "sandbox": {
-                            "public_url": f"{self.url}/exec/{app_id}",
-                            "routing_key": app_id,
-                        }
-                    },
-                }
-            }
-        if method == "DELETE" and len(parts) == 3 and parts[:2] == ["v1", "apps"]:
-            container = self.containers.pop(parts[2], None)
-            if container is None:
-                return 404, {"status": 404, "code": "not_found", "message": "Not Found"}
-            container.remove(force=True)
-            return 200, {}
         if parts[:1] == ["exec"] and len(parts) >= 4:
-            return self.execute(parts[1], parts[3], body or {})
-        return 404, {"error": f"no route {method} {path}"}
+            return self.execute(parts[1], parts[3], body, headers)
+        if parts[:1] != ["v1"]:
+            return error_reply(404, "not_found", f"no route {method} {path}")
+        if headers.get("authorization") != f"Bearer {self.token}":
+            return error_reply(401, "unauthenticated", "missing or invalid API token")
+        with self.lock:
+            return self.control_plane(method, parts[1:], body)
 
-    def execute(self, app_id: str, action: str, body: dict[str, Any]) -> tuple[int, Any]:
-        container = self.containers.get(app_id)
-        if container is None:
+    def control_plane(self, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
+        if method == "POST" and parts == ["apps"]:
+            return self.create_app(body)
+        if method == "POST" and parts == ["services"]:
+            return self.create_service(body)
+        if method == "GET" and len(parts) == 2 and parts[0] == "services":
+            return self.get_service(parts[1])
+        if method == "GET" and len(parts) == 2 and parts[0] == "deployments":
+            return self.get_deployment(parts[1])
+        if method == "DELETE" and len(parts) == 2 and parts[0] == "apps":
+            return self.delete_app(parts[1])
+        return error_reply(404, "not_found", f"no route {method} /v1/{'/'.join(parts)}")
+
+    def create_app(self, body: Any) -> tuple[int, Any]:
+        app, refused = parse_request(CreateApp, body)
+        if refused:
+            return refused
+        app_id = f"app-{next(self.ids)}"
+        self.apps[app_id] = app.name or app_id
+        return 200, {"app": {"id": app_id, "name": self.apps[app_id]}}
+
+    def create_service(self, body: Any) -> tuple[int, Any]:
+        service, refused = parse_request(CreateService, body)
+        if refused:
+            return refused
+        if service.app_id not in self.apps:
+            return error_reply(404, "not_found", f"app {service.app_id} not found")
+        if self.fail_service_create:
+            return error_reply(500, "internal", "scripted failure")
+        definition = service.definition.to_dict() if service.definition else {}
+        env = {e["key"]: e.get("value", "") for e in definition.get("env", []) if "key" in e}
+        number = next(self.ids)
+        instance = Instance(
+            app_id=service.app_id,
+            service_id=f"svc-{number}",
+            deployment_id=f"dep-{number}",
+            name=service.name or "",
+            definition=definition,
+            env=env,
+        )
+        instance.container = self.docker.containers.run(
+            self.image,
+            ["sleep", "3600"],
+            detach=True,
+            network_mode="none",
+            init=True,
+            environment=env,
+            labels={FAKE_LABEL: service.app_id},
+        )
+        self.instances[instance.service_id] = instance
+        self.containers[service.app_id] = instance.container
+        return 200, {"service": self.service_view(instance)}
+
+    def service_view(self, instance: Instance) -> dict[str, Any]:
+        return {
+            "id": instance.service_id,
+            "app_id": instance.app_id,
+            "name": instance.name,
+            "latest_deployment_id": instance.deployment_id,
+        }
+
+    def get_service(self, service_id: str) -> tuple[int, Any]:
+        instance = self.instances.get(service_id)
+        if instance is None:
+            return error_reply(404, "not_found", f"service {service_id} not found")
+        return 200, {"service": self.service_view(instance)}
+
+    def next_status(self, instance: Instance) -> str:
+        """One more poll: the next pre-ready state, then the final one.
+
+        An instance whose definition carries no SANDBOX_SECRET never starts:
+        the executor refuses to run without one (sandbox-container, auth.go).
+        """
+        polls = len(instance.statuses_served)
+        if polls < len(self.pre_ready_statuses):
+            status = self.pre_ready_statuses[polls]
+        else:
+            status = self.deployment_status if instance.secret else "ERROR"
+        DeploymentStatus(status)  # only states the platform has
+        instance.statuses_served.append(status)
+        return status
+
+    def get_deployment(self, deployment_id: str) -> tuple[int, Any]:
+        instance = next(
+            (i for i in self.instances.values() if i.deployment_id == deployment_id), None
+        )
+        if instance is None:
+            return error_reply(404, "not_found", f"deployment {deployment_id} not found")
+        return 200, {
+            "deployment": {
+                "id": deployment_id,
+                "app_id": instance.app_id,
+                "service_id": instance.service_id,
+                "status": self.next_status(instance),
+                "definition": instance.definition,
+                "metadata": {
+                    "sandbox": {
+                        "public_url": f"{self.url}/exec/{instance.app_id}",
+                        "routing_key": instance.app_id,
+                    }
+                },
+            }
+        }
+
+    def delete_app(self, app_id: str) -> tuple[int, Any]:
+        if app_id not in self.apps:
+            return error_reply(404, "not_found", f"app {app_id} not found")
+        self.remove_app(app_id)
+        return 200, {}
+
+    def remove_app(self, app_id: str) -> None:
+        """The app, its services and their containers go."""
+        del self.apps[app_id]
+        for service_id, instance in list(self.instances.items()):
+            if instance.app_id == app_id:
+                del self.instances[service_id]
+        container = self.containers.pop(app_id, None)
+        if container is not None:
+            container.remove(force=True)
+
+    # --- the executor --------------------------------------------------------
+
+    def execute(
+        self, app_id: str, action: str, body: Any, headers: dict[str, str]
+    ) -> tuple[int, Any]:
+        instance = self.instance_of_app(app_id)
+        if instance is None:
             return 404, {"error": "sandbox not found"}
+        if not instance.ready:
+            return 503, "no healthy upstream"
+        if action not in OPEN_EXECUTOR_ACTIONS and (
+            headers.get("authorization") != f"Bearer {instance.secret}"
+        ):
+            return 401, "Unauthorized\n"
+        if not isinstance(body, dict) and action != "health":
+            return 400, "Invalid request\n"
         if action == "health":
             return 200, {"status": "ok"}
         if action == "run":
-            cwd = body.get("cwd") or "/"
-            _, output = container.exec_run(
-                ["python3", "-c", SEQUENTIAL_RUN, body["cmd"], cwd],
-                environment=body.get("env") or None,
-            )
-            answer = json.loads(output)
-            if answer.get("error"):
-                return 400, {"error": answer["error"]}
-            with self.lock:
-                fault = self.run_faults.pop(0) if self.run_faults else None
-            if fault:
-                return fault, {"error": "upstream connect error"}
-            return 200, answer
+            return self.run(instance.container, body)
         if action == "write_file":
-            data = body["content"].encode("utf-8")
-            buffer = io.BytesIO()
-            with tarfile.open(fileobj=buffer, mode="w:") as tar:
-                info = tarfile.TarInfo(body["path"].lstrip("/"))
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            container.put_archive("/", buffer.getvalue())
-            return 200, {"success": True}
+            return 200, self.write_file(instance.container, body["path"], body["content"])
         if action == "read_file":
-            exit_code, output = container.exec_run(["cat", body["path"]])
+            exit_code, output = instance.container.exec_run(["cat", body["path"]])
             if exit_code != 0:
                 return 200, {"error": f"open {body['path']}: no such file or directory"}
             return 200, {"content": output.decode("utf-8", "replace")}
-        return 404, {"error": f"no executor action {action}"}
+        return 404, "404 page not found\n"
+
+    def run(self, container: Any, body: dict[str, Any]) -> tuple[int, Any]:
+        """The executor's run; the container's env (the deployment's) is inherited."""
+        cwd = body.get("cwd") or "/"
+        _, output = container.exec_run(
+            ["python3", "-c", SEQUENTIAL_RUN, body["cmd"], cwd],
+            environment=body.get("env") or None,
+        )
+        answer = json.loads(output)
+        if answer.get("error"):
+            return 400, answer["error"] + "\n"
+        with self.lock:
+            fault = self.run_faults.pop(0) if self.run_faults else None
+        if fault:
+            return fault, {"error": "upstream connect error"}
+        if answer["code"] != 0:
+            answer["error"] = "Non-zero exit code"
+        return 200, answer
+
+    def write_file(self, container: Any, path: str, content: str) -> dict[str, Any]:
+        """``os.WriteFile``: no parent directories made, errors in the answer."""
+        parent = os.path.dirname(path) or "/"
+        if container.exec_run(["test", "-d", parent]).exit_code != 0:
+            return {"success": False, "error": f"open {path}: no such file or directory"}
+        if container.exec_run(["test", "-d", path]).exit_code == 0:
+            return {"success": False, "error": f"open {path}: is a directory"}
+        data = content.encode("utf-8")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:") as tar:
+            info = tarfile.TarInfo(os.path.basename(path))
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+        container.put_archive(parent, buffer.getvalue())
+        return {"success": True}
 
     def expire(self, app_id: str) -> None:
         """Delete an app behind the client's back, as the platform does at its TTL."""
-        container = self.containers.pop(app_id)
-        container.remove(force=True)
+        with self.lock:
+            self.remove_app(app_id)
 
     def __enter__(self) -> FakeCloud:
         self.thread.start()
@@ -232,8 +461,8 @@ def leftover_cloud_containers(docker_client: Any) -> list[str]:
     return [c.id for c in docker_client.containers.list(all=True, filters={"label": FAKE_LABEL})]
 
 
-def point_sdk_at(monkeypatch: Any, cloud: FakeCloud, token: str = "koyeb-test-token") -> None:
+def point_sdk_at(monkeypatch: Any, cloud: FakeCloud, token: str | None = None) -> None:
     monkeypatch.setenv("KOYEB_API_HOST", cloud.url)
-    monkeypatch.setenv("KOYEB_API_TOKEN", token)
+    monkeypatch.setenv("KOYEB_API_TOKEN", cloud.token if token is None else token)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     os.environ.pop("KOYEB_REGION", None)

@@ -13,8 +13,11 @@ import subprocess
 import sys
 import textwrap
 
+import httpx
 import pytest
 from conftest import TEST_IMAGE
+from koyeb.api.models.error import Error
+from koyeb.api.models.error_with_fields import ErrorWithFields
 from koyeb_server import FakeCloud, leftover_cloud_containers, point_sdk_at
 
 import runner as agents
@@ -326,3 +329,179 @@ async def test_a_sandbox_the_platform_already_deleted_counts_as_deleted(cloud) -
     assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
     await session.sandbox.delete()  # and it is not asked again
     assert len(cloud.calls("DELETE", "/v1/apps/")) == 1
+
+
+# --- the stand-in enforces the platform's rules (issue 16) ---
+
+
+def control_plane(cloud, method: str, path: str, *, token: str | None = None, body=None):
+    """A raw control-plane request, as a client other than the SDK could send it."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.request(method, cloud.url + path, headers=headers, json=body, timeout=10)
+
+
+def executor(box, action: str, *, secret: str | None, body=None) -> httpx.Response:
+    """A raw executor request to ``box``'s instance, with ``secret`` as its bearer."""
+    url, routing_key = box.remote._sandbox_url
+    headers = {"X-Routing-Key": routing_key}
+    if secret is not None:
+        headers["Authorization"] = f"Bearer {secret}"
+    return httpx.post(f"{url}/{action}", headers=headers, json=body, timeout=30)
+
+
+def executor_secret(cloud) -> str:
+    (service,) = cloud.calls("POST", "/v1/services")
+    env = service["body"]["definition"]["env"]
+    return next(e["value"] for e in env if e["key"] == "SANDBOX_SECRET")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/apps", {"name": "a", "colour": "teal"}, "colour"),
+        (
+            "/v1/apps",
+            {"name": "a", "life_cycle": {"delete_when_empty": True, "x": 1}},
+            "life_cycle.x",
+        ),
+        (
+            "/v1/services",
+            {"app_id": "app-1", "definition": {"regions": ["fra"], "cpu": 2}},
+            "definition.cpu",
+        ),
+        (
+            "/v1/services",
+            {"app_id": "app-1", "definition": {"env": [{"key": "A", "valeu": "1"}]}},
+            "definition.env.valeu",
+        ),
+    ],
+)
+async def test_the_stand_in_refuses_unknown_fields_with_error_with_fields(
+    docker_client, path, body, field
+) -> None:
+    with FakeCloud(docker_client, TEST_IMAGE) as cloud:
+        reply = control_plane(cloud, "POST", path, token=cloud.token, body=body)
+        assert cloud.containers == {}
+    assert reply.status_code == 400
+    error = ErrorWithFields.from_dict(reply.json())
+    assert (error.status, [f.var_field for f in error.fields]) == (400, [field])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/apps", {"name": 5}, "name"),
+        ("/v1/services", {"app_id": "app-1", "definition": {"regions": "fra"}}, "regions"),
+    ],
+)
+async def test_the_stand_in_refuses_wrong_types(docker_client, path, body, field) -> None:
+    with FakeCloud(docker_client, TEST_IMAGE) as cloud:
+        reply = control_plane(cloud, "POST", path, token=cloud.token, body=body)
+    assert reply.status_code == 400
+    assert field in [f.var_field for f in ErrorWithFields.from_dict(reply.json()).fields]
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+async def test_the_control_plane_answers_401_without_the_right_token(docker_client, token) -> None:
+    with FakeCloud(docker_client, TEST_IMAGE) as cloud:
+        reply = control_plane(cloud, "POST", "/v1/apps", token=token, body={"name": "a"})
+        assert cloud.apps == {}
+    assert reply.status_code == 401
+    assert Error.from_dict(reply.json()).status == 401
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/services/svc-404"),
+        ("GET", "/v1/deployments/dep-404"),
+        ("DELETE", "/v1/apps/app-404"),
+    ],
+)
+async def test_unknown_ids_are_404_in_the_error_shape(docker_client, method, path) -> None:
+    with FakeCloud(docker_client, TEST_IMAGE) as cloud:
+        reply = control_plane(cloud, method, path, token=cloud.token)
+    assert reply.status_code == 404
+    assert Error.from_dict(reply.json()).status == 404
+
+
+@pytest.mark.docker
+async def test_a_refused_token_is_one_clear_line_and_creates_nothing(cloud, monkeypatch) -> None:
+    monkeypatch.setenv("KOYEB_API_TOKEN", "not-the-token")
+    with pytest.raises(agents.SandboxUnavailableError) as caught:
+        await agents.Agent(model="m", environment=sandbox()).start_session()
+    assert str(caught.value) == (
+        "the cloud sandbox API refused the token in KOYEB_API_TOKEN "
+        "(UnauthorizedException: 401 Unauthorized: missing or invalid API token)"
+    )
+    assert [r["status"] for r in cloud.requests] == [401]
+    assert cloud.containers == {}
+
+
+@pytest.mark.docker
+async def test_the_executor_wants_the_sandbox_secret(cloud_box, cloud) -> None:
+    secret = executor_secret(cloud)
+    assert executor(cloud_box, "run", secret=None, body={"cmd": "true"}).status_code == 401
+    assert executor(cloud_box, "run", secret="guess", body={"cmd": "true"}).status_code == 401
+    reply = executor(cloud_box, "run", secret=secret, body={"cmd": "echo in"})
+    assert (reply.status_code, reply.json()["stdout"]) == (200, "in\n")
+    await cloud_box.write_file("f.txt", "x")
+    assert await cloud_box.read_file("f.txt") == b"x"
+    statuses = [r["status"] for r in cloud.calls(prefix="/exec/")]
+    assert statuses.count(401) == 2  # the two above: every SDK call carried the secret
+
+
+@pytest.mark.docker
+async def test_the_sandbox_env_reaches_every_command_and_a_command_env_wins(cloud) -> None:
+    env = sandbox(env={"GREETING": "hello", "ONLY_HERE": "yes"})
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        assert (await box.execute('echo "$GREETING $ONLY_HERE"')).stdout == "hello yes\n"
+        result = await box.execute('echo "$GREETING $ONLY_HERE"', env={"GREETING": "bye"})
+        assert result.stdout == "bye yes\n"
+
+
+@pytest.mark.docker
+async def test_commands_do_not_see_the_executor_secret(cloud_box, cloud) -> None:
+    secret = executor_secret(cloud)
+    # The platform puts it in the instance's environment, so a raw command sees it...
+    raw = executor(cloud_box, "run", secret=secret, body={"cmd": "echo $SANDBOX_SECRET"})
+    assert raw.json()["stdout"] == f"{secret}\n"
+    # ...and ours do not.
+    result = await cloud_box.execute(
+        'echo "${SANDBOX_SECRET:-unset}"; env | grep -c SANDBOX_SECRET'
+    )
+    assert result.stdout == "unset\n0\n"
+
+
+def test_the_executor_secret_name_is_not_a_sandbox_env_name() -> None:
+    with pytest.raises(ValueError, match="SANDBOX_SECRET is the platform's"):
+        agents.MistralSandbox(env={"SANDBOX_SECRET": "mine"})
+
+
+@pytest.mark.docker
+async def test_the_executor_makes_no_parent_directories(cloud_box) -> None:
+    from koyeb.sandbox.filesystem import SandboxFilesystemError
+
+    with pytest.raises(SandboxFilesystemError, match="no such file or directory"):
+        await cloud_box.remote.filesystem.write_file("/workspace/no/such/dir/f.txt", "x")
+
+
+@pytest.mark.docker
+async def test_write_file_makes_the_parent_directories(cloud_box) -> None:
+    await cloud_box.write_file("a/b/c/notes.txt", "text\n")
+    await cloud_box.write_file("d/e/blob.bin", b"\x00\xff" * 10)
+    assert await cloud_box.read_file("a/b/c/notes.txt") == b"text\n"
+    assert await cloud_box.read_file("d/e/blob.bin") == b"\x00\xff" * 10
+    with pytest.raises(OSError, match="cannot write a/b in the sandbox"):
+        await cloud_box.write_file("a/b", "a directory is there")
+
+
+@pytest.mark.docker
+async def test_creation_waits_through_the_pre_ready_states(cloud_box, cloud) -> None:
+    (instance,) = cloud.instances.values()
+    assert instance.statuses_served == ["PENDING", "PROVISIONING", "STARTING", "HEALTHY"]
+    last_poll = max(i for i, r in enumerate(cloud.requests) if r["path"].startswith("/v1/deploy"))
+    first_exec = min(i for i, r in enumerate(cloud.requests) if r["path"].startswith("/exec/"))
+    assert first_exec > last_poll  # nothing reached the instance before it was HEALTHY
+    assert all(r["status"] == 200 for r in cloud.calls(prefix="/exec/"))

@@ -33,6 +33,13 @@ then stderr), and a repeated request for the same id waits for the first run's
 result instead of running it again.  A missing ``cwd`` is reported by the
 wrapper as exit 126, like the other backends (the executor would answer 400).
 
+The platform puts the executor's secret in the instance's environment
+(``SANDBOX_SECRET``, which is why it cannot be a sandbox ``env=`` name); the
+wrapper unsets it so that commands and their output do not carry it (any
+process can still read it from the executor's own environment: this keeps it
+out of transcripts, it is not a boundary).  The executor's file write makes
+no parent directories, so ``write_file`` makes them first with a command.
+
 Files are written through the SDK's filesystem API (text) or as base64 text
 decoded by a command (binary), and read back as base64 through a command,
 since the filesystem API returns text only.  Any SDK or transport error of a
@@ -80,6 +87,8 @@ CLIENT_SLACK_SECONDS = 15
 RUNS_DIR = "/tmp/.runner-runs"
 #: Exit code of a command whose ``cwd`` does not exist (as in the other backends).
 MISSING_CWD_EXIT_CODE = 126
+#: The environment variable the SDK sets to the executor's secret.
+EXECUTOR_SECRET_VARIABLE = "SANDBOX_SECRET"
 
 
 def wrap_command(
@@ -105,7 +114,8 @@ def wrap_command(
     missing = shlex.quote(f"cannot change directory to {cwd_label or cwd}: no such directory")
     cleanup = "".join(f" {shlex.quote(f'{RUNS_DIR}/{old}')}" for old in forget)
     return (
-        (f"rm -rf{cleanup}; " if cleanup else "")
+        f"unset {EXECUTOR_SECRET_VARIABLE}; "
+        + (f"rm -rf{cleanup}; " if cleanup else "")
         + f"mkdir -p {RUNS_DIR} && chmod 700 {RUNS_DIR} || exit 125; "
         f"if mkdir {run} 2>/dev/null; then "
         f"( cd {q_cwd} 2>/dev/null || {{ echo {missing} >&2; exit {MISSING_CWD_EXIT_CODE}; }}; "
@@ -180,6 +190,11 @@ class MistralSandbox(SandboxEnvironment):
             readiness_timeout_seconds, name="readiness_timeout_seconds"
         )
         self.env = check_env(env)
+        if EXECUTOR_SECRET_VARIABLE in self.env:
+            raise ValueError(
+                f"MistralSandbox: env name {EXECUTOR_SECRET_VARIABLE} is the platform's "
+                f"(the executor's secret); choose another name"
+            )
 
     def check_available(self) -> None:
         if not koyeb_available():
@@ -214,7 +229,6 @@ class MistralSandbox(SandboxEnvironment):
     async def create(self, *, session_id: str, expires_at: float | None) -> MistralCloudSandbox:
         self.check_available()
         from koyeb.sandbox import AsyncSandbox
-        from koyeb.sandbox.errors import SandboxError
 
         _forget_clients_of_other_loops()
         options = self.create_options(session_id=session_id, expires_at=expires_at)
@@ -223,15 +237,8 @@ class MistralSandbox(SandboxEnvironment):
             # of a sandbox the platform is already running.
             with anyio.CancelScope(shield=True):
                 remote = await AsyncSandbox.create(**options)
-        except SandboxError as exc:
-            raise SandboxUnavailableError(
-                f"the cloud sandbox could not be created in {self.region} "
-                f"({type(exc).__name__}: {exc}); it was deleted"
-            ) from exc
-        except Exception as exc:  # the SDK's API and transport errors
-            raise SandboxUnavailableError(
-                f"the cloud sandbox API failed ({type(exc).__name__}: {exc})"
-            ) from exc
+        except Exception as exc:  # the SDK's API, readiness and transport errors
+            raise creation_error(exc, region=self.region) from exc
         sandbox = MistralCloudSandbox(
             remote=remote,
             session_id=session_id,
@@ -258,6 +265,47 @@ class MistralSandbox(SandboxEnvironment):
             f"MistralSandbox(region={self.region!r}, instance_type={self.instance_type!r}, "
             f"network={self.network}, hooks=[{hooks}])"
         )
+
+
+def creation_error(exc: Exception, *, region: str) -> SandboxUnavailableError:
+    """What a failed ``AsyncSandbox.create`` means, in one line."""
+    from koyeb.sandbox.errors import SandboxError
+
+    summary = api_error_summary(exc)
+    if api_status(exc) in (401, 403):
+        return SandboxUnavailableError(
+            f"the cloud sandbox API refused the token in {TOKEN_VARIABLE} ({summary})"
+        )
+    if isinstance(exc, SandboxError):
+        return SandboxUnavailableError(
+            f"the cloud sandbox could not be created in {region} ({summary}); it was deleted"
+        )
+    return SandboxUnavailableError(f"the cloud sandbox API failed ({summary})")
+
+
+def _api_exception(exc: BaseException) -> BaseException | None:
+    """The generated client's ``ApiException`` in ``exc`` or its cause (the SDK wraps some)."""
+    for candidate in (exc, exc.__cause__):
+        if candidate is not None and hasattr(candidate, "status") and hasattr(candidate, "reason"):
+            return candidate
+    return None
+
+
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a control-plane error, if it was one."""
+    api_exception = _api_exception(exc)
+    return getattr(api_exception, "status", None) if api_exception else None
+
+
+def api_error_summary(exc: BaseException) -> str:
+    """One line for an SDK error: the generated client's own text dumps the
+    response headers and body over several lines."""
+    api_exception = _api_exception(exc)
+    if api_exception is None:
+        return f"{type(exc).__name__}: {exc}"
+    message = getattr(getattr(api_exception, "data", None), "message", None)
+    summary = f"{type(api_exception).__name__}: {api_exception.status} {api_exception.reason}"
+    return f"{summary}: {message}" if message else summary
 
 
 def _forget_clients_of_other_loops() -> None:
