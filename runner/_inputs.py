@@ -461,11 +461,21 @@ def secret_forms(text: str) -> set[str]:
         json.dumps(text, ensure_ascii=False)[1:-1],
         repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
         repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
-        quote(text, safe=""),
+        quote(_original_bytes(text), safe=""),
         b64,
         b64.rstrip("="),
         base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
     }
+
+
+def _original_bytes(text: str) -> bytes:
+    """The bytes ``text`` was decoded from: an environment variable that is not
+    UTF-8 reaches Python with its bytes as lone surrogates (surrogateescape),
+    and tools print those bytes, not the surrogates."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no byte decodes to
+        return text.encode("utf-8", errors="surrogatepass")
 
 
 def _ansi_c(text: str, *, utf8: bool) -> str:

@@ -1,0 +1,101 @@
+"""Host paths that try to leave their folder, attacked in-process (found by mutation testing)."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import pytest
+
+from runner.config.host_paths import (
+    HostPathError,
+    check_relative,
+    read_regular_file,
+    resolve_inside,
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("", "the path is empty"),
+        ("a\0b", "the path contains NUL"),
+        ("/etc/passwd", "'/etc/passwd' is absolute; host paths are relative to their folder"),
+        ("~root/x", "'~root/x' is absolute; host paths are relative to their folder"),
+        ("C:x", "'C:x' is absolute; host paths are relative to their folder"),
+        ("..", "'..' contains '..'; host paths may not leave their folder"),
+        ("a/../../b", "'a/../../b' contains '..'; host paths may not leave their folder"),
+    ],
+)
+def test_a_path_that_could_leave_its_folder_is_refused_with_its_reason(path, reason) -> None:
+    assert check_relative(path) == reason
+
+
+@pytest.mark.parametrize("path", ["a", "ab:c", "a/b..c", "..a", "./b", "sub/dir/file"])
+def test_a_plain_relative_path_is_accepted(path) -> None:
+    # "ab:c": only one character before ":" is a drive ("C:..."), absolute on Windows.
+    assert check_relative(path) is None
+
+
+def test_resolve_inside_returns_the_resolved_path_inside_the_folder(tmp_path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "link").symlink_to(tmp_path / "sub")  # a symlink that stays inside
+    assert resolve_inside(tmp_path, "sub/link", what="upload") == (tmp_path / "sub").resolve()
+    assert resolve_inside(tmp_path, ".", what="upload") == tmp_path.resolve()
+
+
+def test_resolve_inside_names_the_hook_and_the_reason(tmp_path) -> None:
+    with pytest.raises(HostPathError, match=r"^upload: '/x' is absolute"):
+        resolve_inside(tmp_path, "/x", what="upload")
+
+
+def test_a_symlink_out_of_the_folder_is_refused(tmp_path) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "out").symlink_to(tmp_path)
+    (tmp_path / "base-sibling").mkdir()
+    (base / "sibling").symlink_to(tmp_path / "base-sibling")  # shares base's name as a prefix
+    for path in ("out", "out/base-sibling", "sibling"):
+        with pytest.raises(
+            HostPathError, match=r"^save: .* leads outside .* \(through a symlink\)"
+        ):
+            resolve_inside(base, path, what="save")
+
+
+def test_read_regular_file_reads_up_to_the_limit_and_refuses_one_byte_more(tmp_path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"12345")
+    assert read_regular_file(path, limit=5) == b"12345"
+    assert read_regular_file(str(path), limit=6) == b"12345"
+    with pytest.raises(OSError, match=r"larger than 4 bytes$"):
+        read_regular_file(path, limit=4)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_read_regular_file_refuses_what_is_not_a_file_before_reading(tmp_path, kind) -> None:
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)  # without O_NONBLOCK, the open would wait for a writer forever
+    else:
+        path = "/dev/zero"  # a read until the limit would succeed: the type check must refuse
+    with pytest.raises(OSError, match="not a regular file"):
+        read_regular_file(path, limit=10)
+
+
+def test_a_two_character_drive_path_is_absolute() -> None:
+    assert check_relative("C:") == "'C:' is absolute; host paths are relative to their folder"
+
+
+def test_read_regular_file_reads_no_more_than_the_limit_of_a_huge_file(tmp_path) -> None:
+    # SECURITY.md: the size check comes before reading a whole file into memory.
+    path = tmp_path / "sparse"
+    with open(path, "wb") as stream:
+        stream.truncate(64 * 1024 * 1024)  # 64 MB of holes, no disk used
+    tracemalloc.start()
+    try:
+        with pytest.raises(OSError, match="larger than 1000 bytes"):
+            read_regular_file(path, limit=1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
