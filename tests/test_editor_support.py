@@ -451,25 +451,9 @@ DEFAULTS = [
     for name, option in ENVIRONMENT.items()
     if (match := DEFAULT_PHRASE.search(option.get("description", "")))
 ]
-#: Claims the code does not meet yet, with the reason (the code is to change).
-#: Defaults the code gets wrong today (xfail, strict): empty when all agree.
-KNOWN_WRONG: dict[str, str] = {}
 
 
-@pytest.mark.parametrize(
-    ("option", "default"),
-    [
-        pytest.param(
-            name,
-            value,
-            marks=[pytest.mark.xfail(reason=KNOWN_WRONG[name], strict=True)]
-            if name in KNOWN_WRONG
-            else [],
-        )
-        for name, value in DEFAULTS
-    ],
-    ids=str,
-)
+@pytest.mark.parametrize(("option", "default"), DEFAULTS, ids=str)
 def test_a_default_in_an_environment_description_is_the_compiled_default(
     tmp_path: Path, option: str, default: Any
 ) -> None:
