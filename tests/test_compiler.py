@@ -452,7 +452,7 @@ def test_docker_user_and_read_only_root_reach_the_sandbox(tmp_path) -> None:
     assert (env.user, env.read_only_root) == ("root", True)
     options = env.container_options(session_id="s", expires_at=None)
     assert options["read_only"] is True
-    assert set(options["tmpfs"]) == {"/tmp", "/root", "/workspace"}
+    assert set(options["tmpfs"]) == {"/tmp", "/root", "/workspace", "/run/sandbox-runner"}
 
 
 def test_compile_errors_raise_config_error_with_every_problem(tmp_path) -> None:

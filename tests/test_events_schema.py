@@ -58,7 +58,13 @@ PRODUCES = {
 #: Kinds no local run can produce: the exec channel and snapshots exist in
 #: Docker sandboxes only (tests/test_exec_channel.py and tests/test_snapshots.py
 #: check them on a real engine).
-DOCKER_ONLY = {"exec_channel_unavailable", "exec_channel_lost", "snapshot_used", "snapshot_saved"}
+DOCKER_ONLY = {
+    "exec_channel_started",
+    "exec_channel_unavailable",
+    "exec_channel_lost",
+    "snapshot_used",
+    "snapshot_saved",
+}
 
 
 def write(tmp_path: Path, text: str, name: str = "agent.yaml") -> Path:

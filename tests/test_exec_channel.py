@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import anyio
 import pytest
@@ -57,28 +58,51 @@ async def test_huge_output_is_capped_and_the_cap_reported(docker_backend) -> Non
     assert "bytes omitted ...]" in result.stdout
 
 
-async def test_without_python3_the_sandbox_uses_one_exec_per_command(
+async def test_without_python3_the_shell_helper_serves_commands(
     docker_backend, docker_client
 ) -> None:
+    """No python3: the shell helper; without setpriv and nsenter as well, it
+    cannot become the sandbox user, so one docker exec per command, and the
+    event says why."""
     container = docker_client.containers.run(
         TEST_IMAGE, ["sh", "-c", "rm -f /usr/bin/python3*"], detach=True
     )
     container.wait()
     container.commit(repository="sandbox-runner-test", tag="no-python")
     container.remove(force=True)
-    events: list[dict] = []
+    container = docker_client.containers.run(
+        "sandbox-runner-test:no-python",
+        ["sh", "-c", "rm -f /usr/bin/setpriv /usr/bin/nsenter"],
+        detach=True,
+    )
+    container.wait()
+    container.commit(repository="sandbox-runner-test", tag="no-python-no-setpriv")
+    container.remove(force=True)
+    results: dict[str, Any] = {}
+    events: dict[str, list[dict]] = {"no-python": [], "no-python-no-setpriv": []}
     try:
-        env = docker_backend.environment(image="sandbox-runner-test:no-python")
-        with agents.listen(events.append):
-            async with await agents.Agent(model="m", environment=env).start_session() as s:
-                assert s.sandbox.channel is None
-                result = await s.sandbox.execute("echo still works")
-                await s.sandbox.write_file("f.txt", "x")
-                assert await s.sandbox.read_file("f.txt") == b"x"
+        for tag, seen in events.items():
+            env = docker_backend.environment(image=f"sandbox-runner-test:{tag}")
+            with agents.listen(seen.append):
+                async with await agents.Agent(model="m", environment=env).start_session() as s:
+                    results[tag] = (
+                        s.sandbox.channel and s.sandbox.channel.kind,
+                        (await s.sandbox.execute("id -u; echo still works")).stdout,
+                    )
+                    await s.sandbox.write_file("f.txt", "x")
+                    assert await s.sandbox.read_file("f.txt") == b"x"
     finally:
-        docker_client.images.remove("sandbox-runner-test:no-python", force=True)
-    assert result.stdout == "still works\n"
-    assert [e["event"] for e in events].count("exec_channel_unavailable") == 1
+        for tag in events:
+            docker_client.images.remove(f"sandbox-runner-test:{tag}", force=True)
+    assert results == {
+        "no-python": ("shell", "1000\nstill works\n"),
+        "no-python-no-setpriv": (None, "1000\nstill works\n"),
+    }
+    started = [e for e in events["no-python"] if e["event"].startswith("exec_channel")]
+    assert [(e["event"], e["channel"]) for e in started] == [("exec_channel_started", "shell")]
+    fallback = [e for e in events["no-python-no-setpriv"] if e["event"].startswith("exec_channel")]
+    assert [e["event"] for e in fallback] == ["exec_channel_unavailable"]
+    assert "neither setpriv nor nsenter" in fallback[0]["reason"]
 
 
 async def test_a_dead_helper_is_reported_and_later_commands_still_run(docker_backend) -> None:

@@ -37,13 +37,23 @@ def no_thread_dies(monkeypatch) -> Any:
     assert [f"{d.thread.name}: {d.exc_type.__name__}: {d.exc_value}" for d in died] == []
 
 
+def patch_python_helper(monkeypatch, old: str, new: str) -> None:
+    """Start the Python helper with ``old`` replaced by ``new`` in its code."""
+    original = _exec_channel.helper_source
+    source = original("_exec_helper.py")
+    assert old in source
+    patched = source.replace(old, new)
+    monkeypatch.setattr(
+        _exec_channel,
+        "helper_source",
+        lambda name="_exec_helper.py": patched if name == "_exec_helper.py" else original(name),
+    )
+
+
 @pytest.fixture
 def unsealed(monkeypatch) -> None:
     """The helper without ``seal()``: commands can open its fds, as with CAP_SYS_PTRACE."""
-    source = _exec_channel.helper_source()
-    monkeypatch.setattr(
-        _exec_channel, "helper_source", lambda: source.replace("SEALED = seal()", "SEALED = False")
-    )
+    patch_python_helper(monkeypatch, "SEALED = seal()", "SEALED = False")
 
 
 def frame(header: Any, body: bytes = b"") -> bytes:
@@ -106,10 +116,7 @@ async def test_a_command_cannot_answer_in_the_helpers_place(
     docker_backend, monkeypatch, seal, op
 ) -> None:
     if seal == "no ctypes":  # as in a Python built without it: the setegid way
-        source = _exec_channel.helper_source()
-        monkeypatch.setattr(
-            _exec_channel, "helper_source", lambda: source.replace("import ctypes", "import _none")
-        )
+        patch_python_helper(monkeypatch, "import ctypes", "import _none")
     env = docker_backend.environment(user="root")
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
@@ -267,10 +274,12 @@ TRAPS = {
 
 @pytest.mark.parametrize("op", ["read", "write"])
 @pytest.mark.parametrize("trap", TRAPS)
-async def test_file_traps_are_refused_at_once(docker_backend, trap, op, image) -> None:
-    """On every image: the helper's path (full) and the per-command one."""
-    kind, tag = image
-    env = docker_backend.environment(image=tag)
+@pytest.mark.parametrize("path", ["channel", "per-command"])
+async def test_file_traps_are_refused_at_once(docker_backend, trap, op, image, path) -> None:
+    """On every image: its helper's path (Python on full, the shell helper on
+    the others) and the per-command one."""
+    _kind, tag = image
+    env = docker_backend.environment(image=tag, exec_channel=path == "channel")
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         assert (await box.execute(TRAPS[trap])).exit_code == 0
@@ -283,7 +292,7 @@ async def test_file_traps_are_refused_at_once(docker_backend, trap, op, image) -
         took = time.monotonic() - started
         assert took < 2.0
         assert "not a regular file" in str(refused.value)
-        assert (box.channel is not None) == (kind == "full")  # and it still works:
+        assert (box.channel is not None) == (path == "channel")  # and it still works:
         assert (await box.execute("cat real.txt 2>/dev/null; echo ok")).stdout in (
             "original\nok\n",
             "ok\n",

@@ -9,12 +9,10 @@ fixture):
 - ``busybox``: busybox-static alone: ``sh``, ``sleep``, ``timeout`` as
   busybox applets, no bash, no python3.
 
-These tests record what each image does with the runner today: which exec
-channel it ends up with (the helper, or one ``docker exec`` per command
-after an ``exec_channel_unavailable`` event), and that commands, files and
-timeouts work.  Where today's behaviour on a small image is a known gap (the
-exec-channel work for such images is a later issue), the test asserts what
-happens now and says so in a comment, so a change shows up here.
+These tests check what each image does with the runner: which exec channel
+it gets (the Python helper on ``full``, the POSIX shell helper on the
+others, each announced by an ``exec_channel_started`` event), and that
+commands, files and timeouts behave the same on all three.
 """
 
 from __future__ import annotations
@@ -49,30 +47,23 @@ async def test_which_exec_channel_each_image_ends_up_with(docker_backend, image)
     async with session:
         sandbox = session.sandbox
         reported = channel_events(events)
+        assert [e["event"] for e in reported] == ["exec_channel_started"]
+        assert sandbox.channel is not None
         if kind == "full":
-            # The helper runs: one stream for every command and file.
-            assert sandbox.channel is not None
-            assert reported == []
-            assert sandbox.shell == "bash"
-        elif kind == "minimal":
-            # python3 exists, so the helper is started, and dies importing json:
-            # the sandbox says why and falls back to one docker exec per command.
-            assert sandbox.channel is None
-            assert [e["event"] for e in reported] == ["exec_channel_unavailable"]
-            assert "No module named 'json'" in reported[0]["reason"]
+            # A full python3: the Python helper, the faster one.
+            assert (sandbox.channel.kind, reported[0]["channel"]) == ("python", "python")
+            assert "python3 with its standard library" in reported[0]["reason"]
             assert sandbox.shell == "bash"
         else:
-            # No python3 at all, and it falls back the same way.  Today the
-            # reason is misleading: Docker's "OCI runtime exec failed: exec:
-            # \"python3\": executable file not found" reply is read as a frame,
-            # so the event says "a forged or malformed answer ended the channel:
-            # an answer header of 1329809696 bytes" (0x4f434920 is "OCI ").
-            # Naming the missing python3 is part of the later exec-channel issue.
-            assert sandbox.channel is None
-            assert [e["event"] for e in reported] == ["exec_channel_unavailable"]
-            reason = reported[0]["reason"]
-            assert "malformed answer" in reason or "python3" in reason, reason
-            assert sandbox.shell == "sh"  # no bash: busybox ash
+            # python3-minimal (no json) or no python3 at all: the shell helper,
+            # which becomes the sandbox user through setpriv (util-linux on
+            # minimal) or busybox's nsenter.
+            assert (sandbox.channel.kind, reported[0]["channel"]) == ("shell", "shell")
+            assert "no python3 with its standard library" in reported[0]["reason"]
+            assert sandbox.channel.can_drop
+            assert sandbox.shell == ("bash" if kind == "minimal" else "sh")
+            whoami = await sandbox.execute("id -u; id -g; grep ^Groups /proc/self/status")
+            assert whoami.stdout.split() == ["1000", "1000", "Groups:"]
 
 
 async def test_commands_and_files_work_on_every_image(docker_backend, image) -> None:
@@ -103,30 +94,29 @@ COUNT_CHILDREN = (
 )
 
 
-async def test_a_timeout_on_every_image(docker_backend, image) -> None:
+@pytest.mark.parametrize("path", ["channel", "per-command"])
+async def test_a_timeout_on_every_image(docker_backend, image, path) -> None:
     kind, tag = image
-    session, _events = await start(docker_backend, tag)
+    session, _events = await start(docker_backend, tag, exec_channel=path == "channel")
     async with session:
         sandbox = session.sandbox
         result = await sandbox.execute(TIMED_OUT, timeout_seconds=1)
         for _ in range(20):  # a signalled child may take a moment to be gone
             children = await sandbox.execute(COUNT_CHILDREN)
-            if kind == "busybox" or children.stdout.strip() == "0":
+            if children.stdout.strip() == "0":
                 break
             await anyio.sleep(0.1)
     assert "late" not in result.stdout and "child" not in result.stdout
     assert result.duration_seconds < 10
-    if kind in ("full", "minimal"):
-        # The helper (full) or GNU timeout (minimal) kills the command's whole
-        # process group: 124, and its background child is gone too.
-        assert (result.exit_code, result.timed_out) == (124, True), result
+    assert (result.exit_code, result.timed_out) == (124, True), result
+    if path == "channel" or kind != "busybox":
+        # The helper (Python or shell), or GNU timeout on the per-command
+        # path, kills the command's whole process group: its child is gone.
         assert children.stdout.strip() == "0"
     else:
-        # busybox's timeout signals only the command's own process (not its
-        # group): the command dies of TERM (143), which the runner counts as
-        # the timeout it is (124), but its background child keeps running.
-        # A later issue (the exec channel on small images) is to kill the group.
-        assert (result.exit_code, result.timed_out) == (124, True), result
+        # Per command on busybox (only images where neither helper can
+        # start): busybox's timeout signals the command's own process, not
+        # its group, so the background child keeps running (README, "Images").
         assert children.stdout.strip() == "1"
 
 

@@ -17,6 +17,16 @@ be guessed) and has exactly the fields and types the helper sends, with
 lengths that fit its body (``check_answer``).  Anything else ends the
 channel: the request in flight gets ``ChannelError`` at once, and the
 sandbox goes back to one exec per command.
+
+Two helpers speak the same answers.  ``_exec_helper.py`` needs a python3
+with its standard library; ``_exec_helper.sh`` needs only a POSIX shell and
+coreutils or busybox (dash, ash), for images with ``python3-minimal``, busybox,
+Alpine, or no Python at all.  One exec starts whichever fits (``CHOOSER``):
+the Python helper where it can run (it is the faster), else the shell one;
+the helper's first line says which (``kind``).  Requests to the shell helper
+are text a shell can read with builtins (``shell_request``), and as a shell
+cannot time a command and wait for it at once, the runner sends it ``kill``
+when a request's deadline passes.
 """
 
 from __future__ import annotations
@@ -30,15 +40,33 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 
 @functools.cache
-def helper_source() -> str:
-    """The helper's code, read once, when the first channel starts."""
-    return resources.files("runner.sandboxes").joinpath("_exec_helper.py").read_text("utf-8")
+def helper_source(name: str = "_exec_helper.py") -> str:
+    """A helper's code, read once, when the first channel starts."""
+    return resources.files("runner.sandboxes").joinpath(name).read_text("utf-8")
+
+
+#: Starts a helper: ``sh -c CHOOSER sh KIND PYTHON_SOURCE SHELL_SOURCE``.
+#: The Python helper exits with 3 when its standard library is incomplete
+#: (python3-minimal); 126 and 127 mean no python3 at all.
+CHOOSER = """\
+if [ "$1" != shell ]; then
+    python3 -u -c "$2"
+    code=$?
+    if [ "$1" = python ]; then exit "$code"; fi
+    case $code in 3 | 126 | 127) ;; *) exit "$code" ;; esac
+fi
+echo shell
+exec sh -c "$3"
+"""
+#: Which helper ``ExecChannel`` may start.
+HELPERS = ("auto", "python", "shell")
 
 
 START_TIMEOUT_SECONDS = 15.0
@@ -54,16 +82,60 @@ class ChannelError(Exception):
 @dataclass
 class _Pending:
     request: dict[str, Any]  # what was asked: its answer is checked against it
+    #: Where a read's body goes as it arrives (None: kept, returned as ``body``).
+    sink: Callable[[bytes], object] | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    receiving: bool = False  # its answer's header has arrived
     header: dict[str, Any] | None = None
     body: bytes = b""
+    sink_error: BaseException | None = None
+
+
+@dataclass
+class _Incoming:
+    """An answer whose header has arrived and been checked; its body follows."""
+
+    pending: _Pending
+    header: dict[str, Any]
+    left: int
+    body: bytearray = field(default_factory=bytearray)
+
+    def take(self, data: memoryview) -> memoryview:
+        """Use what of ``data`` is this body's; return the rest."""
+        piece, rest = data[: self.left], data[self.left :]
+        self.left -= len(piece)
+        sink = self.pending.sink
+        if sink is None or "error" in self.header:
+            self.body += piece
+        elif self.pending.sink_error is None:  # after a failed write, drain only
+            try:
+                sink(bytes(piece))
+            except Exception as exc:  # the caller's to raise (a full disk, ...)
+                self.pending.sink_error = exc
+        return rest
 
 
 class ExecChannel:
     """A started helper process and the stream to it.  Thread-safe."""
 
-    def __init__(self, api: Any, container_id: str, *, max_body_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        api: Any,
+        container_id: str,
+        *,
+        max_body_bytes: int = 64 << 20,
+        helper: str = "auto",
+    ) -> None:
+        if helper not in HELPERS:
+            raise ValueError(f"helper must be one of {HELPERS}, got {helper!r}")
         self.api = api
+        self.helper = helper
+        #: "python" or "shell": the helper that answered (None before start).
+        self.kind: str | None = None
+        self._announced = threading.Event()
+        #: Starts every request line to the shell helper: bytes of a body read
+        #: short could never pass for a request.
+        self._token = secrets.token_hex(16).encode()
         #: The largest answer body accepted; a bigger one (a command writing
         #: forged frames into the helper's stdout) ends the channel.
         self.max_body_bytes = max_body_bytes
@@ -83,9 +155,18 @@ class ExecChannel:
 
     def start(self) -> None:
         """Start the helper and wait for its first answer (blocking)."""
+        argv = [
+            "sh",
+            "-c",
+            CHOOSER,
+            "sh",
+            self.helper,
+            helper_source("_exec_helper.py"),
+            helper_source("_exec_helper.sh"),
+        ]
         exec_id = self.api.exec_create(
             self.container_id,
-            ["python3", "-u", "-c", helper_source()],
+            argv,
             stdin=True,
             stdout=True,
             stderr=True,
@@ -98,22 +179,53 @@ class ExecChannel:
             target=self._read_loop, name=f"exec-channel-{self.container_id[:12]}", daemon=True
         )
         self._reader.start()
+        if not self._announced.wait(START_TIMEOUT_SECONDS) or self.kind is None:
+            self._fail(f"no helper announced itself within {START_TIMEOUT_SECONDS:g}s")
+            raise ChannelError(self._dead or "the helper stopped")
+        if self.kind == "shell":  # each request line starts with it (see the helper)
+            try:
+                with self._write_lock:
+                    self._send(self._token + b"\n", time.monotonic() + START_TIMEOUT_SECONDS)
+            except (OSError, TimeoutError) as exc:
+                self._fail(f"writing to the helper failed: {exc}")
+                raise ChannelError(self._dead or "the helper stopped") from exc
         header, _ = self.request({"op": "ping"}, timeout=START_TIMEOUT_SECONDS)
         if "error" in header:
             raise ChannelError(f"the helper failed to start: {header['message'][:500]}")
         self.found: dict[str, bool] = header["found"]
+        #: Whether it can run commands as another user (the shell helper
+        #: needs setpriv or nsenter in the image; the Python one, nothing).
+        self.can_drop: bool = header["can_drop"]
         #: Whether the helper made itself non-dumpable, out of the commands'
         #: reach (see ``seal`` in the helper).
         self.sealed: bool = header["sealed"]
 
     def request(
-        self, header: dict[str, Any], body: bytes = b"", *, timeout: float
+        self,
+        header: dict[str, Any],
+        body: bytes = b"",
+        *,
+        timeout: float,
+        kill_after: float | None = None,
+        sink: Callable[[bytes], object] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
-        """Send one request and wait (blocking) for its answer."""
+        """Send one request and wait (blocking) for its answer.
+
+        ``kill_after``: when to tell the shell helper to stop the request
+        (default: ``ANSWER_GRACE_SECONDS`` before ``timeout``); the Python
+        helper keeps commands' timeouts itself.  ``sink``: a read's body is
+        passed to it piece by piece as it arrives (in the reader thread), not
+        kept, so a file never sits whole in memory on its way; the answer's
+        body is then empty.  What the sink raises is raised here.
+        """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
-        deadline = time.monotonic() + timeout
-        pending = _Pending(header)
+        if self.kind == "shell" and _has_nul(header):
+            # What the Python helper answers for an argument Popen refuses.
+            return {"error": "ValueError", "message": "embedded null byte"}, b""
+        started = time.monotonic()
+        deadline = started + timeout
+        pending = _Pending(header, sink=sink)
         with self._lock:  # checked and registered together: _fail sees it or we see _dead
             if self._dead is not None:
                 raise ChannelError(self._dead)
@@ -123,8 +235,11 @@ class ExecChannel:
             while request_id in self._pending:
                 request_id = secrets.randbits(64)
             self._pending[request_id] = pending
-        data = json.dumps({**header, "id": request_id}).encode("utf-8")
-        frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
+        if self.kind == "shell":
+            frame = self._token + b" " + shell_request(header, request_id, len(body))
+        else:
+            data = json.dumps({**header, "id": request_id}).encode("utf-8")
+            frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
         try:
             with self._write_lock:
                 self._send(frame, deadline)
@@ -132,12 +247,24 @@ class ExecChannel:
                     self._send(body, deadline)
         except (OSError, TimeoutError) as exc:
             self._fail(f"writing to the helper failed: {exc}")
+        if self.kind == "shell" and header["op"] != "ping":
+            if kill_after is None:
+                kill_after = timeout - ANSWER_GRACE_SECONDS
+            if not pending.done.wait(max(0.0, started + kill_after - time.monotonic())):
+                try:
+                    with self._write_lock:
+                        line = f" kill {request_id} - 0 0 0\n".encode()
+                        self._send(self._token + line, deadline)
+                except (OSError, TimeoutError) as exc:
+                    self._fail(f"writing to the helper failed: {exc}")
         if not pending.done.wait(max(0.0, deadline - time.monotonic())):
             self._fail(f"the helper did not answer within {timeout:g}s")
         with self._lock:
             self._pending.pop(request_id, None)
         if pending.header is None:
             raise ChannelError(self._dead or "the helper stopped")
+        if pending.sink_error is not None:
+            raise pending.sink_error
         return pending.header, pending.body
 
     def _send(self, data: bytes, deadline: float) -> None:
@@ -172,25 +299,54 @@ class ExecChannel:
                 detail = self._stderr.decode("utf-8", "replace").strip()[-500:]
                 self._dead = reason + (f" (helper stderr: {detail})" if detail else "")
             pending = list(self._pending.values())
+        self._announced.set()
         for item in pending:
             item.done.set()
 
     def _read_loop(self) -> None:
-        """Demultiplex Docker's stream frames, then parse the helper's frames."""
+        """Demultiplex Docker's stream frames, then parse the helper's frames
+        (after its first line, which names it)."""
         buffer = bytearray()
         try:
-            while True:
+            while self.kind is None:
                 stream_type, payload = self._docker_frame()
                 if stream_type == 2:
                     self._stderr += payload
                     del self._stderr[:-4000]
                     continue
                 buffer += payload
-                while True:
-                    message = _take_frame(buffer, max_body=self.max_body_bytes)
-                    if message is None:
-                        break
-                    self._deliver(*message)
+                if b"\n" in buffer:
+                    line, _, rest = bytes(buffer).partition(b"\n")
+                    if line not in (b"python", b"shell"):
+                        raise ValueError(f"the helper announced itself as {line[:40]!r}")
+                    if self.helper != "auto" and line.decode() != self.helper:
+                        raise ValueError(f"a {line.decode()} helper answered, not {self.helper}")
+                    buffer[:] = rest
+                    self.kind = line.decode()
+                    self._announced.set()
+                elif len(buffer) > 16:
+                    raise ValueError("the helper did not announce itself")
+            incoming: _Incoming | None = None
+            while True:
+                if not buffer:
+                    stream_type, payload = self._docker_frame()
+                    if stream_type == 2:
+                        self._stderr += payload
+                        del self._stderr[:-4000]
+                        continue
+                    buffer += payload
+                if incoming is None:
+                    head = _take_head(buffer, max_body=self.max_body_bytes)
+                    if head is None:
+                        buffer += self._docker_stdout()
+                        continue
+                    incoming = self._receive(*head)
+                if incoming.left:
+                    rest = incoming.take(memoryview(buffer))
+                    buffer = bytearray(rest)
+                if not incoming.left:
+                    self._deliver(incoming)
+                    incoming = None
         except (OSError, EOFError) as exc:
             self._fail(f"the helper's stream ended ({type(exc).__name__})")
         except ValueError as exc:
@@ -199,20 +355,36 @@ class ExecChannel:
         except Exception as exc:  # never a dead reader and requests left waiting
             self._fail(f"reading the helper's answers failed: {type(exc).__name__}: {exc}")
 
-    def _deliver(self, header: Any, body: bytes) -> None:
-        """Hand an answer to its request, or raise ValueError if it answers
-        none in flight (forged: honest ids are random and answered once) or
-        is not what the helper sends."""
+    def _receive(self, header: Any, body_size: int) -> _Incoming:
+        """Check an answer's header, before its body is read; raise ValueError
+        if it answers no request in flight (forged: honest ids are random and
+        answered once) or is not what the helper sends."""
         request_id = header.get("id") if isinstance(header, dict) else None
         if type(request_id) is not int:
             raise ValueError("an answer without a request id")
         with self._lock:
             pending = self._pending.get(request_id)
-            if pending is None or pending.header is not None:
+            if pending is None or pending.receiving:
                 raise ValueError(f"an answer to no request in flight (id {request_id})")
-            check_answer(pending.request, header, body)
-            pending.header, pending.body = header, body
+            check_answer(pending.request, header, body_size)
+            pending.receiving = True
+        return _Incoming(pending, header, body_size)
+
+    def _deliver(self, incoming: _Incoming) -> None:
+        """Hand a whole answer to the request waiting for it."""
+        pending = incoming.pending
+        with self._lock:
+            pending.header, pending.body = incoming.header, bytes(incoming.body)
         pending.done.set()
+
+    def _docker_stdout(self) -> bytes:
+        """The next payload of the helper's stdout (its stderr is kept aside)."""
+        while True:
+            stream_type, payload = self._docker_frame()
+            if stream_type != 2:
+                return payload
+            self._stderr += payload
+            del self._stderr[:-4000]
 
     def _docker_frame(self) -> tuple[int, bytes]:
         header = self._recv_exact(8)
@@ -231,12 +403,43 @@ class ExecChannel:
         return bytes(chunks)
 
 
+def _has_nul(header: dict[str, Any]) -> bool:
+    strings = [*header.get("argv", ()), header.get("cwd") or "", header.get("path") or ""]
+    strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
+    return any("\0" in text for text in strings)
+
+
+def shell_request(header: dict[str, Any], request_id: int, body_size: int) -> bytes:
+    """A request as the shell helper reads it (see ``_exec_helper.sh``):
+    ``OP ID USER A B N`` and N strings, each its line count then its lines."""
+    op, user = header["op"], header.get("user")
+    who = "-" if user is None else f"{int(user[0])}:{int(user[1])}"
+    strings: list[str] = []
+    a = b = 0
+    if op == "exec":
+        shell, flag, command = header["argv"]
+        assert flag == "-c"
+        strings = [header.get("cwd") or "/", shell, command]
+        strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
+        a = int(header.get("cap", 8 << 20))
+    elif op == "read":
+        strings, a, b = [header["path"]], int(header["offset"]), int(header["max_bytes"])
+    elif op == "write":
+        strings, a, b = [header["path"]], int(header["offset"]), body_size
+    parts = [f"{op} {request_id} {who} {a} {b} {len(strings)}\n".encode()]
+    for text in strings:
+        data = text.encode("utf-8", "surrogateescape")
+        parts.append(b"%d\n%s\n" % (data.count(b"\n") + 1, data))
+    return b"".join(parts)
+
+
 #: No honest answer header comes near this size.
 MAX_HEADER_BYTES = 64 << 10
 
 
-def _take_frame(buffer: bytearray, *, max_body: int) -> tuple[dict[str, Any], bytes] | None:
-    """Remove and return one complete helper frame from ``buffer``, if there is one.
+def _take_head(buffer: bytearray, *, max_body: int) -> tuple[Any, int] | None:
+    """Remove and return a frame's header and its body's size from ``buffer``,
+    once they are complete (the body is read after it, as it arrives).
 
     Sizes are checked as soon as they are known, before anything is buffered
     for them: oversized frames raise ValueError, which ends the channel.
@@ -252,21 +455,18 @@ def _take_frame(buffer: bytearray, *, max_body: int) -> tuple[dict[str, Any], by
     body_size = struct.unpack(">Q", buffer[4 + header_size : body_at])[0]
     if body_size > max_body:
         raise ValueError(f"an answer body of {body_size} bytes")
-    if len(buffer) < body_at + body_size:
-        return None
     try:
         header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))
     except RecursionError as exc:  # JSON nested thousands deep
         raise ValueError("an answer header nested too deep") from exc
-    body = bytes(buffer[body_at : body_at + body_size])
-    del buffer[: body_at + body_size]
-    return header, body
+    del buffer[:body_at]
+    return header, body_size
 
 
 #: The fields of each kind of answer, with their exact types (``bool`` is an
 #: ``int`` subclass, so types are compared exactly, not with isinstance).
 ANSWER_FIELDS: dict[str, dict[str, type]] = {
-    "ping": {"id": int, "ok": bool, "pid": int, "found": dict, "sealed": bool},
+    "ping": {"id": int, "ok": bool, "pid": int, "found": dict, "sealed": bool, "can_drop": bool},
     "exec": {
         "id": int,
         "exit_code": int,
@@ -285,11 +485,11 @@ ERROR_FIELDS: dict[str, type] = {"id": int, "error": str, "message": str}
 CUT_MARKER_BYTES = 64
 
 
-def check_answer(request: dict[str, Any], header: dict[str, Any], body: bytes) -> None:
-    """Raise ValueError unless ``header`` and ``body`` are an answer the
-    helper could have sent to ``request``: nothing missing, nothing extra,
-    every type exact, every length possible.  Callers then use the fields
-    without further checks."""
+def check_answer(request: dict[str, Any], header: dict[str, Any], body_size: int) -> None:
+    """Raise ValueError unless ``header`` and a body of ``body_size`` bytes
+    are an answer the helper could have sent to ``request``: nothing missing,
+    nothing extra, every type exact, every length possible.  Checked before
+    the body is read; callers then use the fields without further checks."""
     op = request["op"]
     failed = "error" in header
     fields = ERROR_FIELDS if failed else ANSWER_FIELDS[op]
@@ -301,12 +501,12 @@ def check_answer(request: dict[str, Any], header: dict[str, Any], body: bytes) -
     if header.get("ok") is False:
         raise ValueError(f"{op} answer with ok false")
     if failed or op in ("ping", "write"):
-        if body:
+        if body_size:
             raise ValueError(f"{op} answer with a body")
     elif op == "exec":
-        _check_exec(header, len(body))
-    elif len(body) > request["max_bytes"] or not 0 <= header["size"] < 1 << 63:
-        raise ValueError(f"read answer of {len(body)} bytes (asked {request['max_bytes']})")
+        _check_exec(header, body_size)
+    elif body_size > request["max_bytes"] or not 0 <= header["size"] < 1 << 63:
+        raise ValueError(f"read answer of {body_size} bytes (asked {request['max_bytes']})")
     if op == "ping" and not failed:
         found = header["found"]
         flags = all(type(value) is bool for value in found.values())

@@ -130,23 +130,45 @@ class FileTooLargeError(OSError):
 
 
 def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
-    """Write ``chunks`` to ``target``, leaving runs of zeros as holes.
+    """Write ``chunks`` to ``target``, leaving runs of zeros as holes; the size."""
+    with SparseWriter(target) as out:
+        for chunk in chunks:
+            out.write(chunk)
+    return out.size
+
+
+class SparseWriter:
+    """A file written piece by piece, its runs of zeros left as holes.
 
     A sparse file in the sandbox arrives as real zeros; written as they are,
     its holes would become allocated disk on the host.
     """
-    size = 0
-    with open(target, "wb") as out:
-        for chunk in chunks:
-            for start in range(0, len(chunk), _SPARSE_BLOCK):
-                block = chunk[start : start + _SPARSE_BLOCK]
-                if block.count(0) == len(block):
-                    out.seek(len(block), os.SEEK_CUR)
-                else:
-                    out.write(block)
-                size += len(block)
-        out.truncate(size)
-    return size
+
+    def __init__(self, target: Path) -> None:
+        self._out = open(target, "wb")  # noqa: SIM115 - closed by close()
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        for start in range(0, len(chunk), _SPARSE_BLOCK):
+            block = chunk[start : start + _SPARSE_BLOCK]
+            if block.count(0) == len(block):
+                self._out.seek(len(block), os.SEEK_CUR)
+            else:
+                self._out.write(block)
+            self.size += len(block)
+
+    def close(self) -> None:
+        if not self._out.closed:
+            try:
+                self._out.truncate(self.size)  # a trailing hole
+            finally:
+                self._out.close()
+
+    def __enter__(self) -> SparseWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 _SPARSE_BLOCK = 64 << 10

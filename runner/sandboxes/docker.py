@@ -15,13 +15,16 @@ that user too (the helper opens them with its rights; without the helper,
 ``cat`` runs as it), so the agent's symlinks reach nothing it could not
 reach itself.  ``user="root"`` turns this off.
 
-Commands run over the exec channel (see ``_exec_channel``); without it,
+Commands run over the exec channel (see ``_exec_channel``): its Python
+helper where the image has a full python3, else its POSIX-shell helper
+(busybox, Alpine, ``python3-minimal``, no Python).  Where neither can start,
 through one ``docker exec`` each under ``timeout`` inside the container.
 Either way the runner keeps each command's deadline on the host too.
 
 Talking to the Engine (client, images, containers, garbage collection) is
 in ``_docker_engine``; the per-command path in ``_docker_exec``; the
-channel in ``_exec_channel`` and its helper in ``_exec_helper``.
+channel in ``_exec_channel`` and its helpers in ``_exec_helper.py`` and
+``_exec_helper.sh``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import logging
 import os
 import posixpath
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -71,7 +75,7 @@ from ._docker_exec import (
     file_error,
     probe,
 )
-from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
+from ._exec_channel import ANSWER_GRACE_SECONDS, HELPERS, ChannelError, ExecChannel
 from ._pool import WarmPool
 from ._snapshots import commit_snapshot, find_snapshot, image_id
 from .base import (
@@ -80,6 +84,7 @@ from .base import (
     Sandbox,
     SandboxEnvironment,
     SandboxExecutionResult,
+    SparseWriter,
     check_env,
     check_timeout,
     run_setup_script,
@@ -120,8 +125,17 @@ SANDBOX_HOME = "/home/sandbox"
 READ_ONLY_TMPFS_SIZES = {"/tmp": "256m", "home": "256m", WORKSPACE: "1g"}
 #: The CPU limit when none is given: a runaway command cannot take every core.
 DEFAULT_CPUS = 2.0
+#: Where the shell helper keeps its files: a tmpfs only root can enter (it
+#: uses /tmp in containers made without it).  Only what is stored counts
+#: against the memory limit; each command holds at most 1.5 output caps per
+#: stream there, each file piece 16 MiB.
+CHANNEL_DIR = "/run/sandbox-runner"
+CHANNEL_DIR_SIZE = "512m"
 #: Files travel over the exec channel in pieces of this size.
 FILE_CHUNK_BYTES = 16 << 20
+#: How long one piece may take before the shell helper is told to stop it
+#: (the agent swapped the file for a FIFO nobody writes, say).
+FILE_PIECE_KILL_SECONDS = 60.0
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
@@ -171,7 +185,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         docker_host: str | None = None,
-        exec_channel: bool = True,
+        exec_channel: bool | str = True,
         output_cap_bytes: int = 8 << 20,
         max_file_bytes: int = 1 << 30,
         pool_size: int = 0,
@@ -207,7 +221,14 @@ class LocalDockerSandbox(SandboxEnvironment):
         self.shell = shell
         self.env = check_env(env)
         self.client = DockerClient(docker_host)
-        self.exec_channel = exec_channel
+        if exec_channel not in (True, False, *HELPERS):
+            raise ValueError(
+                "exec_channel must be True, False, 'auto', 'python' or 'shell', "
+                f"got {exec_channel!r}"
+            )
+        #: Which exec channel helper to start: "auto" (Python where it runs,
+        #: else the shell), "python", "shell"; False: one docker exec per command.
+        self.exec_channel: str | bool = "auto" if exec_channel is True else exec_channel
         self.output_cap_bytes = output_cap_bytes
         if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
             raise ValueError(f"max_file_bytes must be an int, got {max_file_bytes!r}")
@@ -268,7 +289,9 @@ class LocalDockerSandbox(SandboxEnvironment):
             if self.user == "sandbox"
             else "mode=1777"
         )
-        tmpfs: dict[str, str] = {}
+        # The shell helper's own files (commands' output, file pieces): root's
+        # only, so the agent can neither read them nor fill their space.
+        tmpfs: dict[str, str] = {CHANNEL_DIR: f"size={CHANNEL_DIR_SIZE},mode=0700"}
         if self.read_only_root:
             options["read_only"] = True
             sizes = READ_ONLY_TMPFS_SIZES
@@ -277,8 +300,7 @@ class LocalDockerSandbox(SandboxEnvironment):
             tmpfs[WORKSPACE] = f"size={self.workspace_size or sizes[WORKSPACE]},{owner},exec"
         elif self.workspace_size:
             tmpfs[WORKSPACE] = f"size={self.workspace_size},{owner},exec"
-        if tmpfs:
-            options["tmpfs"] = tmpfs
+        options["tmpfs"] = tmpfs
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
@@ -430,7 +452,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         sandbox.output_cap_bytes = self.output_cap_bytes
         try:
             if self.exec_channel:
-                await sandbox.open_channel()
+                await sandbox.open_channel(self.exec_channel)
             await sandbox.prepare(detect_shell=self.shell is None)
             if snapshot is not None:
                 return sandbox
@@ -537,21 +559,34 @@ class DockerSandbox(Sandbox):
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(WORKSPACE, path))
 
-    async def open_channel(self) -> None:
-        """Start the in-container helper; without python3 (or on any failure)
-        stay on one ``docker exec`` per command."""
+    async def open_channel(self, helper: str = "auto") -> None:
+        """Start the in-container helper (``helper``: see ``HELPERS``) and say
+        which one answers; if none can (or on any failure), stay on one
+        ``docker exec`` per command, and say why."""
         channel = ExecChannel(
             None,
             self.container_id,
             max_body_bytes=2 * self.output_cap_bytes + FILE_CHUNK_BYTES + (1 << 20),
+            helper=helper,
         )
         try:
             await self.client.call(_start_channel, channel)
+            if not channel.can_drop and self._ids() is not None:
+                raise ChannelError(
+                    "the shell helper found neither setpriv nor nsenter in the image, so it "
+                    "cannot run commands as the sandbox user"
+                )
         except ChannelError as exc:
             channel.close()
             emit("exec_channel_unavailable", session_id=self.session_id, reason=str(exc))
             return
         self.channel = channel
+        emit(
+            "exec_channel_started",
+            session_id=self.session_id,
+            channel=channel.kind,
+            reason=channel_reason(helper, channel.kind),
+        )
 
     async def _on_channel(self, work: Callable[[ExecChannel], T]) -> T | _NoChannel:
         """``work(channel)`` in a worker thread; ``NO_CHANNEL`` if there is none.
@@ -623,7 +658,9 @@ class DockerSandbox(Sandbox):
         }
         try:
             answer = await self._on_channel(
-                lambda channel: channel.request(request, timeout=timeout + ANSWER_GRACE_SECONDS)
+                lambda channel: channel.request(
+                    request, timeout=timeout + ANSWER_GRACE_SECONDS, kill_after=timeout
+                )
             )
         except ChannelError as exc:
             # Not re-run: it may have done part of its work.  255, as ssh
@@ -652,7 +689,8 @@ class DockerSandbox(Sandbox):
                 + stderr.decode("utf-8", errors="replace"),
                 timed_out=header["timed_out"],
                 duration_seconds=time.perf_counter() - started,
-                output_truncated=header["stdout_total"] + header["stderr_total"] > len(body),
+                output_truncated=header["stdout_total"] != len(stdout)
+                or header["stderr_total"] != len(stderr),
             )
         argv = [
             "timeout",
@@ -707,31 +745,40 @@ class DockerSandbox(Sandbox):
 
     # --- files: as the sandbox user, over the channel or through `cat` ---------
 
-    def _channel_pieces(self, channel: ExecChannel, path: str) -> Iterator[bytes]:
-        """A file's bytes over the channel, piece by piece (blocking); refused
-        over ``max_file_bytes`` from its size before any of it is read."""
+    def _channel_read(
+        self, channel: ExecChannel, path: str, sink: Callable[[bytes], object]
+    ) -> None:
+        """A file's bytes over the channel into ``sink`` as they arrive, piece
+        by piece (blocking); refused over ``max_file_bytes`` from its size,
+        after the first piece at most."""
         offset = 0
+
+        def counted(data: bytes) -> None:
+            nonlocal offset
+            offset += len(data)
+            sink(data)
+
         while True:
-            header, body = channel.request(
+            asked_at = offset
+            header, _ = channel.request(
                 {
                     "op": "read",
                     "path": self._path(path),
-                    "offset": offset,
+                    "offset": asked_at,
                     "max_bytes": FILE_CHUNK_BYTES,
                     "user": self._ids(),
                 },
                 timeout=FILE_DEADLINE_SECONDS,
+                kill_after=FILE_PIECE_KILL_SECONDS,
+                sink=counted,
             )
             if "error" in header:
                 raise file_error(header, path)
-            if offset == 0 and header["size"] > self.max_file_bytes:
+            if asked_at == 0 and header["size"] > self.max_file_bytes:
                 raise FileTooLargeError(path, header["size"], self.max_file_bytes)
-            offset += len(body)
             if offset > self.max_file_bytes:  # it grew while being read
                 raise FileTooLargeError(path, None, self.max_file_bytes)
-            if body:
-                yield body
-            if len(body) < FILE_CHUNK_BYTES:
+            if offset - asked_at < FILE_CHUNK_BYTES:
                 return
 
     def _exec_pieces(self, client: docker.DockerClient, path: str) -> Iterator[bytes]:
@@ -747,15 +794,26 @@ class DockerSandbox(Sandbox):
             yield piece
 
     async def read_file(self, path: str) -> bytes:
+        """Over the channel, the file goes through a host temporary file, so
+        at its peak only the returned bytes are in memory, not a second copy."""
         try:
-            data = await self._on_channel(
-                lambda channel: b"".join(self._channel_pieces(channel, path))
-            )
+            data = await self._on_channel(partial(self._channel_read_bytes, path=path))
         except ChannelError:
             data = NO_CHANNEL  # reading again is harmless
         if not isinstance(data, _NoChannel):
             return data
         return await self.client.call(lambda client: b"".join(self._exec_pieces(client, path)))
+
+    def _channel_read_bytes(self, channel: ExecChannel, *, path: str) -> bytes:
+        with tempfile.TemporaryFile(buffering=0) as spool:
+            self._channel_read(channel, path, partial(write_all, spool))
+            spool.seek(0)
+            return spool.readall()
+
+    def _channel_save(self, channel: ExecChannel, *, path: str, target: Path) -> int:
+        with SparseWriter(target) as out:
+            self._channel_read(channel, path, out.write)
+        return out.size
 
     async def save_file(self, path: str, target: Path) -> int:
         """Streamed to ``target`` piece by piece, its runs of zeros left as
@@ -763,9 +821,7 @@ class DockerSandbox(Sandbox):
         on failure."""
         try:
             try:
-                size = await self._on_channel(
-                    lambda channel: write_sparse(target, self._channel_pieces(channel, path))
-                )
+                size = await self._on_channel(partial(self._channel_save, path=path, target=target))
             except ChannelError:
                 size = NO_CHANNEL  # copying again is harmless
             if not isinstance(size, _NoChannel):
@@ -789,6 +845,7 @@ class DockerSandbox(Sandbox):
                     {"op": "write", "path": target, "offset": offset, "user": self._ids()},
                     piece,
                     timeout=FILE_DEADLINE_SECONDS,
+                    kill_after=FILE_PIECE_KILL_SECONDS,
                 )
                 if "error" in header:
                     raise file_error(header, path)
@@ -843,6 +900,25 @@ def _discard_pooled(sandbox: DockerSandbox) -> None:
 #: Threads waiting on channel answers hold no Engine connection, so they get
 #: their own, larger limiter: a long command must not starve the pool.
 _CHANNEL_WAITERS = anyio.CapacityLimiter(256)
+
+
+def write_all(out: Any, data: bytes) -> None:
+    """``data`` to a raw (unbuffered) file, whose writes may be partial."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view) :]
+
+
+def channel_reason(asked: str, kind: str | None) -> str:
+    """Why a sandbox's commands go through the helper they do."""
+    if asked != "auto":
+        return f"exec_channel={asked!r} was asked for"
+    if kind == "python":
+        return "the image has python3 with its standard library: the Python helper is the faster"
+    return (
+        "the image has no python3 with its standard library (none, or python3-minimal): "
+        "the POSIX shell helper serves commands and files"
+    )
 
 
 def _start_channel(client: docker.DockerClient, channel: ExecChannel) -> None:

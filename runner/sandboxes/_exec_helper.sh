@@ -1,0 +1,479 @@
+# The exec helper for images without a usable python3 (POSIX sh, coreutils
+# or busybox).  Not sourced by the runner: passed to `sh -c` inside the
+# container as root, once per sandbox; it then serves every execute,
+# read_file and write_file arriving on its stdin.  See _exec_channel.py.
+#
+# Requests (runner -> helper), text, after a first line with a random token
+# (stdin is the runner's alone: no process in the container can read it):
+#   TOKEN OP ID USER A B NSTRINGS      one line; USER is UID:GID or - (root)
+#   then NSTRINGS strings, each as a line with its number of lines, then
+#   those lines (a string with k newlines is k+1 lines), so any byte but
+#   NUL passes, and reading it needs no process (`read` is a builtin).
+#   write: then exactly B raw bytes (the body).
+#   kill ID: stop the request ID (its deadline passed on the runner's side).
+# A line without the token, or with a field out of shape, ends the helper:
+# were the stream ever out of step (a body read short), a file's bytes must
+# not be taken for a request.
+# Answers (helper -> runner): the Python helper's frames, byte for byte
+# (4-byte header length, JSON header, 8-byte body length, body), written
+# by one process only (`writer`), so concurrent answers never interleave.
+#
+# Every request runs in a job of its own, in the background; commands and
+# file operations run as the request's user (setpriv or nsenter, probed at
+# start), in a process group of their own (setsid).  Their output, and a
+# write's body, pass through files in a directory only root can enter.
+
+set -f
+UMASK=$(umask)  # the commands' (the helper's own files get 077)
+umask 077
+LF='
+'
+# Its files: on the root-only tmpfs the runner mounts (which the agent cannot
+# fill), else in /tmp; either way in a directory only root can enter.
+D=
+for base in /run/sandbox-runner /tmp; do
+    D=$(mktemp -d "$base/.runner-channel.XXXXXX" 2>/dev/null) && break
+done
+[ -n "$D" ] || exit 1
+W=
+trap '[ -n "$W" ] && kill "$W" 2>/dev/null; rm -rf "$D"' EXIT
+mkfifo "$D/n" || exit 1
+exec 3<>"$D/n"  # the jobs' notes to the writer: one line each, atomic
+
+# How to become the sandbox user: setpriv (util-linux), or nsenter with no
+# namespace (util-linux and busybox).  Both clear the supplementary groups.
+DROP=
+if [ "$(setpriv --reuid=65534 --regid=65534 --clear-groups -- id -u 2>/dev/null)" = 65534 ]; then
+    DROP=setpriv
+elif [ "$(nsenter -S 65534 -G 65534 -- id -u 2>/dev/null)" = 65534 ]; then
+    DROP=nsenter
+fi
+
+CAN_DROP=false
+[ -n "$DROP" ] && CAN_DROP=true
+
+found() { if command -v "$1" >/dev/null 2>&1; then echo true; else echo false; fi; }
+FOUND="{\"bash\": $(found bash), \"timeout\": $(found timeout), \"sleep\": $(found sleep)}"
+
+# user UID:GID -> $@ prefix for running as that user (nothing for -)
+as_user() {
+    case $1 in
+    -) AS= ;;
+    *)
+        u=${1%%:*} g=${1#*:}
+        case $DROP in
+        setpriv) AS="setpriv --reuid=$u --regid=$g --clear-groups --" ;;
+        nsenter) AS="nsenter -S $u -G $g --" ;;
+        *) AS=unavailable ;;
+        esac
+        ;;
+    esac
+}
+
+# --- answers ------------------------------------------------------------------
+
+# be N COUNT: N as COUNT big-endian bytes, as printf %b escapes, in R
+be() {
+    R= i=$2
+    while [ "$i" -gt 0 ]; do
+        i=$((i - 1))
+        b=$((($1 >> (8 * i)) & 255))
+        R="$R\\0$(((b >> 6) * 100 + ((b >> 3) & 7) * 10 + (b & 7)))"
+    done
+}
+
+# frame HEADER BODYLEN: the frame's head; the caller writes the body after it
+frame() {
+    be ${#1} 4
+    h=$R
+    be "$2" 8
+    printf '%b%s%b' "$h" "$1" "$R"
+}
+
+fail_answer() { frame "{\"id\": $1, \"error\": \"$2\", \"message\": \"$3\"}" 0; }
+
+# stream FILE A B T MARKED: a command's output as kept by `capture`: the
+# first A bytes of FILE, the cut marker if MARKED (OMITTED bytes), the last B
+# bytes of FILE, then all of FILE.t (T bytes)
+stream() {
+    [ "$2" -gt 0 ] && head -c "$2" "$1"
+    [ "$5" = 1 ] && printf '\n[... %s bytes omitted ...]\n' "$OMITTED"
+    [ "$3" -gt 0 ] && tail -c "$3" "$1"
+    [ "$4" -gt 0 ] && cat "$1.t"
+}
+
+# kept TOTAL A B T MARKED: how many bytes `stream` sends (in KEPT), and the
+# bytes omitted (in OMITTED)
+kept() {
+    OMITTED=$(($1 - $2 - $3 - $4))
+    KEPT=$(($2 + $3 + $4))
+    if [ "$5" = 1 ]; then
+        MARK="
+[... $OMITTED bytes omitted ...]
+"
+        KEPT=$((KEPT + ${#MARK}))
+    fi
+}
+
+writer() {
+    while read -r wid kind x1 x2 x3 x4 x5 rest <&3; do
+        f=$D/$wid
+        case $kind in
+        ping)
+            frame "{\"id\": $wid, \"ok\": true, \"pid\": $$, \"found\": $FOUND, \"sealed\": false, \"can_drop\": $CAN_DROP}" 0
+            ;;
+        exec) # code, timed out, then per stream: total A B T MARKED (see stream)
+            set -- $x1 $x2 $x3 $x4 $x5 $rest
+            kept "$3" "$4" "$5" "$6" "$7"
+            out_kept=$KEPT
+            kept "$8" "$9" "${10}" "${11}" "${12}"
+            frame "{\"id\": $wid, \"exit_code\": $1, \"timed_out\": $2, \"stdout_total\": $3, \"stdout_len\": $out_kept, \"stderr_total\": $8}" $((out_kept + KEPT))
+            kept "$3" "$4" "$5" "$6" "$7"
+            stream "$f.o" "$4" "$5" "$6" "$7"
+            kept "$8" "$9" "${10}" "${11}" "${12}"
+            stream "$f.e" "$9" "${10}" "${11}" "${12}"
+            ;;
+        read) # x1 size, x2 bytes sent
+            frame "{\"id\": $wid, \"ok\": true, \"size\": $x1}" "$x2"
+            [ "$x2" -gt 0 ] && cat "$f.d"
+            ;;
+        write) frame "{\"id\": $wid, \"ok\": true}" 0 ;;
+        error)
+            message=$(cat "$f.m" 2>/dev/null)
+            fail_answer "$wid" "$x1" "${message:-no space left in the helper directory}"
+            ;;
+        esac
+        rm -f "$f.o" "$f.o.t" "$f.o.s" "$f.o.r" "$f.e" "$f.e.t" "$f.e.s" "$f.e.r" \
+            "$f.d" "$f.m" "$f.w" "$f.t"
+        set +f
+        rm -f "$f".k.*
+        set -f
+    done
+}
+
+note() { echo "$*" >&3; }
+
+# --- jobs ---------------------------------------------------------------------
+
+# run_exec ID USER CAP: the strings are in S1 (cwd), S2 (shell), S3 (command),
+# S4... (NAME=VALUE environment entries)
+run_exec() {
+    f=$D/$1
+    if ! cd -- "$S1" 2>/dev/null; then
+        MARK="cannot change directory to $S1: no such directory$LF"
+        printf '%s' "$MARK" >"$f.e"
+        size=$(($(wc -c <"$f.e")))
+        note "$1" exec 126 false 0 0 0 0 0 "$size" "$size" 0 0 0
+        return
+    fi
+    as_user "$2"
+    if [ "$AS" = unavailable ]; then
+        echo "no setpriv or nsenter to run commands as $2" >"$f.m"
+        note "$1" error OSError
+        return
+    fi
+    set -- "$1" "$3"
+    [ "$NS" -gt 3 ] && set -- "$@" env --
+    i=4
+    while [ "$i" -le "$NS" ]; do
+        eval "set -- \"\$@\" \"\$S$i\""
+        i=$((i + 1))
+    done
+    id=$1 cap=$2
+    shift 2
+    if ! mkfifo "$f.op" "$f.ep"; then
+        echo "could not make the output pipes" >"$f.m"
+        note "$id" error OSError
+        return
+    fi
+    capture "$f.op" "$f.o" "$cap" 3>&- &
+    co=$!
+    capture "$f.ep" "$f.e" "$cap" 3>&- &
+    ce=$!
+    umask "$UMASK"
+    # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
+    setsid $AS "$@" "$S2" -c "$S3" </dev/null >"$f.op" 2>"$f.ep" 3>&- &
+    pid=$!
+    : >"$f.k.$pid.$co.$ce"  # in its name: a full tmpfs still takes an empty file
+    wait "$pid"
+    code=$?
+    wait "$co"
+    out_lost=$?
+    wait "$ce"
+    err_lost=$?
+    rm -f "$f.op" "$f.ep"
+    timed_out=false
+    if [ -e "$f.t" ]; then
+        code=124 timed_out=true
+    fi
+    # shellcheck disable=SC2046 # four numbers
+    set -- $(stat -c %s -- "$f.o" "$f.o.t" "$f.e" "$f.e.t")
+    plan "$f.o" "$cap" "$1" "$2" "$out_lost"
+    out=$PLAN
+    plan "$f.e" "$cap" "$3" "$4" "$err_lost"
+    note "$id" exec "$code" "$timed_out" $out $PLAN
+}
+
+# whole_blocks FILE COUNT: whether dd's report in FILE ("A+B records in")
+# says it read COUNT whole blocks (A, with no partial one, B)
+whole_blocks() {
+    while read -r n what rest; do
+        case $what in records) [ "$n" = "$2+0" ] && return 0 || return 1 ;; esac
+    done <"$1"
+    return 1
+}
+
+# capture FIFO OUT CAP: read the stream to its end (a command must never die
+# of writing its output), keeping its first 2*HALF bytes in OUT (HALF: CAP /
+# 2), and, if there is more, the last HALF of the rest in OUT.t and the
+# rest's length in OUT.r, as the Python helper keeps a head and a tail.  dd
+# reads exactly the blocks asked (iflag=fullblock); one dd is all a command
+# with a short output costs.
+capture() {
+    exec <"$1"
+    half=$(($3 / 2))
+    [ "$half" -lt 1 ] && half=1
+    first=$((2 * half)) more=true
+    : >"$2.t"
+    if [ $((first / 65536)) -gt 0 ]; then
+        if ! LC_ALL=C dd bs=65536 count=$((first / 65536)) iflag=fullblock 2>"$2.s" >"$2"; then
+            wc -c >"$2.r"  # OUT could not be written (no space): count the rest
+            return 1
+        fi
+        whole_blocks "$2.s" $((first / 65536)) || more=false
+    else
+        : >"$2"
+    fi
+    if $more && [ $((first % 65536)) -gt 0 ]; then
+        if ! LC_ALL=C dd bs=$((first % 65536)) count=1 iflag=fullblock 2>"$2.s" >>"$2"; then
+            wc -c >"$2.r"
+            return 1
+        fi
+        whole_blocks "$2.s" 1 || more=false
+    fi
+    if $more; then
+        mkfifo "$2.q"
+        tail -c "$half" <"$2.q" >"$2.t" &
+        tee "$2.q" | wc -c >"$2.r" || return 1
+        wait "$!" || return 1
+        rm -f "$2.q"
+    fi
+}
+
+# plan OUT CAP HEAD_SIZE TAIL_SIZE LOST: what `stream` sends of a captured
+# stream, as "TOTAL A B T MARKED" in PLAN.  LOST: capture's status, not 0
+# when the tmpfs was full (then at least a byte was lost; how many the rest
+# count says, if it could be stored)
+plan() {
+    rest=
+    [ -e "$1.r" ] && read -r rest <"$1.r"
+    case $rest in '' | *[!0-9]*) rest=0 ;; esac
+    total=$(($3 + rest))
+    half=$(($2 / 2))
+    [ "$half" -lt 1 ] && half=1
+    if [ "$5" -ne 0 ]; then
+        [ "$total" -le $(($3 + $4)) ] && total=$(($3 + $4 + 1))
+        PLAN="$total $3 0 $4 1"  # what could be stored, marked as cut
+    elif [ "$rest" -eq 0 ]; then
+        PLAN="$total $3 0 0 0"  # all of it is in OUT
+    else
+        PLAN="$total $half $((half - $4)) $4 1"  # cut as the Python helper does
+    fi
+}
+
+# The user's side of a read (sh -c READ PATH PIECE SKIP): errors and the
+# size to stderr, the piece to stdout.
+READ='p=$1
+if ! s=$(stat -L -c %s -- "$p" 2>&1); then
+  case $s in
+  *"Not a directory"*) echo "NotADirectoryError Not a directory" ;;
+  *"Permission denied"*) echo "PermissionError Permission denied" ;;
+  *"No such file"*) echo "FileNotFoundError No such file or directory" ;;
+  *) echo "OSError cannot open the file" ;;
+  esac >&2
+  exit 1
+fi
+if [ -d "$p" ]; then echo "IsADirectoryError Is a directory" >&2; exit 1; fi
+if [ ! -f "$p" ]; then echo "OSError not a regular file" >&2; exit 1; fi
+if [ ! -r "$p" ]; then echo "PermissionError Permission denied" >&2; exit 1; fi
+echo "$s" >&2
+exec dd if="$p" bs="$2" skip="$3" count=1 2>/dev/null'
+
+# The user's side of a write (sh -c WRITE PATH OFFSET), the body on stdin:
+# at offset 0 the file is created or emptied (keeping its mode), later
+# pieces are appended.
+WRITE='p=$1
+classify() {
+  case $1 in
+  *"Not a directory"*) echo "NotADirectoryError Not a directory" ;;
+  *"Permission denied"*) echo "PermissionError Permission denied" ;;
+  *"Is a directory"*) echo "IsADirectoryError Is a directory" ;;
+  *"No such file"*) echo "FileNotFoundError No such file or directory" ;;
+  *"File exists"*) echo "FileExistsError File exists" ;;
+  *"Read-only file system"*) echo "OSError Read-only file system" ;;
+  *"No space left"*) echo "OSError No space left on device" ;;
+  *) echo "OSError cannot write the file" ;;
+  esac >&2
+  exit 1
+}
+case $p in */*) d=${p%/*} ;; *) d= ;; esac
+if [ -n "$d" ] && [ ! -d "$d" ]; then
+  m=$(mkdir -p -- "$d" 2>&1) || classify "$m"
+fi
+if [ -d "$p" ]; then echo "IsADirectoryError Is a directory" >&2; exit 1; fi
+if [ -e "$p" ] && [ ! -f "$p" ]; then echo "OSError not a regular file" >&2; exit 1; fi
+if [ "$2" = 0 ]; then m=$( (cat >"$p") 2>&1) || classify "$m"
+else m=$( (cat >>"$p") 2>&1) || classify "$m"; fi'
+
+# run_file ID USER KIND SCRIPT ARGS...: a read or write as the user
+run_file() {
+    id=$1 kind=$3 script=$4
+    f=$D/$id
+    as_user "$2"
+    shift 4
+    umask "$UMASK"
+    if [ "$AS" = unavailable ]; then
+        echo "no setpriv or nsenter to open files as the sandbox user" >"$f.m"
+        note "$id" error OSError
+        return
+    fi
+    if [ "$kind" = read ]; then
+        # shellcheck disable=SC2086
+        setsid $AS sh -c "$script" sh "$@" </dev/null >"$f.d" 2>"$f.m" 3>&- &
+    else
+        # shellcheck disable=SC2086
+        setsid $AS sh -c "$script" sh "$@" <"$f.w" >/dev/null 2>"$f.m" 3>&- &
+    fi
+    pid=$!
+    : >"$f.k.$pid"
+    wait "$pid"
+    code=$?
+    if [ -e "$f.t" ]; then
+        echo "the sandbox did not finish with the file in time" >"$f.m"
+        note "$id" error TimeoutError
+    elif [ "$code" -ne 0 ]; then
+        # Written by a process of the sandbox user's: used only if it is one
+        # of the answers the script gives (the agent may have traced it).
+        read -r name message <"$f.m"
+        case $name in
+        FileNotFoundError | IsADirectoryError | PermissionError | NotADirectoryError) ;;
+        FileExistsError | OSError) ;;
+        *) name=OSError message= ;;
+        esac
+        case $message in
+        '' | *[!A-Za-z\ ]*) message="could not $kind the file" ;;
+        esac
+        printf '%s' "$message" >"$f.m"
+        note "$id" error "$name"
+    elif [ "$kind" = read ]; then
+        read -r size <"$f.m"
+        sent=$(($(wc -c <"$f.d")))
+        case $size in
+        '' | *[!0-9]*)
+            # Not stored (a full tmpfs), or not the script's: refuse, unless
+            # it is plainly an empty file.
+            if [ "$sent" -ne 0 ] || [ -n "$size" ]; then
+                : >"$f.m"
+                note "$id" error OSError
+                return
+            fi
+            size=0
+            ;;
+        esac
+        note "$id" read "$size" "$sent"
+    else
+        note "$id" write
+    fi
+}
+
+# stop ID: the runner's deadline for it passed: kill its process group, and
+# after a grace the readers of its output (a process that left the group may
+# hold the pipes open for ever)
+stop() {
+    f=$D/$1
+    set +f
+    tries=0
+    while :; do
+        set -- "$f".k.*
+        [ -e "$1" ] && break  # else: not started yet, or answered already
+        tries=$((tries + 1))
+        [ "$tries" -gt 20 ] && return
+        sleep 0.05
+    done
+    : >"$f.t"
+    pids=${1##*.k.} co= ce=
+    pid=${pids%%.*}
+    case $pids in *.*.*) co=${pids#*.} ce=${co#*.} co=${co%%.*} ;; esac
+    kill -s KILL -- "-$pid" 2>/dev/null
+    kill -s KILL -- "$pid" 2>/dev/null
+    [ -n "$co" ] || return
+    sleep 2
+    kill -s KILL -- "$co" "$ce" 2>/dev/null
+}
+
+# recv N: exactly N bytes of stdin to stdout (dd reads no further, and
+# reads them all even if they cannot be stored)
+recv() {
+    {
+        if [ $(($1 / 65536)) -gt 0 ]; then
+            dd bs=65536 count=$(($1 / 65536)) iflag=fullblock 2>/dev/null
+        fi
+        if [ $(($1 % 65536)) -gt 0 ]; then
+            dd bs=$(($1 % 65536)) count=1 iflag=fullblock 2>/dev/null
+        fi
+    } | {
+        cat || {
+            cat >/dev/null
+            exit 1
+        }
+    }
+}
+
+# --- the loop -----------------------------------------------------------------
+
+writer &
+W=$!
+read -r TOKEN || exit 0
+while read -r token op id user a b n; do
+    [ "$token" = "$TOKEN" ] || exit 1
+    case $op in ping | exec | read | write | kill) ;; *) exit 1 ;; esac
+    case $id$a$b$n in '' | *[!0-9]*) exit 1 ;; esac
+    case $user in - | [0-9]*:[0-9]*) ;; *) exit 1 ;; esac
+    case ${user#*:}${user%%:*} in *[!0-9-]*) exit 1 ;; esac
+    # the strings: S1 ... S$n
+    NS=$n i=1
+    while [ "$i" -le "$n" ]; do
+        read -r lines || exit 0
+        case $lines in '' | *[!0-9]*) exit 1 ;; esac
+        v= j=0
+        while [ "$j" -lt "$lines" ]; do
+            IFS= read -r line || exit 0
+            if [ "$j" -gt 0 ]; then v=$v$LF$line; else v=$line; fi
+            j=$((j + 1))
+        done
+        eval "S$i=\$v"
+        i=$((i + 1))
+    done
+    case $op in
+    ping) note "$id" ping ;;
+    exec) run_exec "$id" "$user" "$a" </dev/null & ;;
+    read)
+        if [ $((a % b)) -ne 0 ] || [ "$b" -le 0 ]; then
+            printf 'offset %s is not a multiple of %s' "$a" "$b" >"$D/$id.m"
+            note "$id" error ValueError
+        else
+            run_file "$id" "$user" read "$READ" "$S1" "$b" $((a / b)) </dev/null &
+        fi
+        ;;
+    write)
+        if recv "$b" >"$D/$id.w"; then
+            run_file "$id" "$user" write "$WRITE" "$S1" "$a" </dev/null &
+        else
+            rm -f "$D/$id.w"
+            note "$id" error OSError  # no message: the tmpfs is full
+        fi
+        ;;
+    kill) stop "$id" </dev/null & ;;
+    esac
+    jobs >/dev/null  # reap the jobs that ended (dash keeps them otherwise)
+done
