@@ -116,6 +116,7 @@ kept() {
 }
 
 writer() {
+    GARBAGE= COUNT=0
     while read -r wid kind x1 x2 x3 x4 x5 rest <&3; do
         f=$D/$wid
         case $kind in
@@ -143,11 +144,21 @@ writer() {
             fail_answer "$wid" "$x1" "${message:-no space left in the helper directory}"
             ;;
         esac
-        rm -f "$f.o" "$f.o.t" "$f.o.s" "$f.o.r" "$f.e" "$f.e.t" "$f.e.s" "$f.e.r" \
-            "$f.d" "$f.m" "$f.w" "$f.t"
+        # Emptied now, removed 16 answers at a time: one rm, not one each.
+        for name in o o.t o.s o.r o.z e e.t e.s e.r e.z d m w; do
+            [ -e "$f.$name" ] && : >"$f.$name"
+        done
         set +f
-        rm -f "$f".k.*
+        GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
+        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.k.*"
         set -f
+        [ "$kind" = exec ] && GARBAGE="$GARBAGE ${13}.o ${13}.e"
+        COUNT=$((COUNT + 1))
+        if [ "$COUNT" -ge 16 ]; then
+            # shellcheck disable=SC2086 # names without spaces, globbing off
+            rm -f $GARBAGE
+            GARBAGE= COUNT=0
+        fi
     done
 }
 
@@ -163,7 +174,7 @@ run_exec() {
         MARK="cannot change directory to $S1: no such directory$LF"
         printf '%s' "$MARK" >"$f.e"
         size=$(($(wc -c <"$f.e")))
-        note "$1" exec 126 false 0 0 0 0 0 "$size" "$size" 0 0 0
+        note "$1" exec 126 false 0 0 0 0 0 "$size" "$size" 0 0 0 "$P"
         return
     fi
     as_user "$2"
@@ -181,18 +192,13 @@ run_exec() {
     done
     id=$1 cap=$2
     shift 2
-    if ! mkfifo "$f.op" "$f.ep"; then
-        echo "could not make the output pipes" >"$f.m"
-        note "$id" error OSError
-        return
-    fi
-    capture "$f.op" "$f.o" "$cap" 3>&- &
+    capture "$P.o" "$f.o" "$cap" 3>&- &
     co=$!
-    capture "$f.ep" "$f.e" "$cap" 3>&- &
+    capture "$P.e" "$f.e" "$cap" 3>&- &
     ce=$!
     umask "$UMASK"
     # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
-    setsid $AS "$@" "$S2" -c "$S3" </dev/null >"$f.op" 2>"$f.ep" 3>&- &
+    setsid $AS "$@" "$S2" -c "$S3" </dev/null >"$P.o" 2>"$P.e" 3>&- &
     pid=$!
     : >"$f.k.$pid.$co.$ce"  # in its name: a full tmpfs still takes an empty file
     wait "$pid"
@@ -201,26 +207,51 @@ run_exec() {
     out_lost=$?
     wait "$ce"
     err_lost=$?
-    rm -f "$f.op" "$f.ep"
     timed_out=false
     if [ -e "$f.t" ]; then
         code=124 timed_out=true
     fi
-    # shellcheck disable=SC2046 # four numbers
-    set -- $(stat -c %s -- "$f.o" "$f.o.t" "$f.e" "$f.e.t")
+    # OUT's and OUT.t's sizes: as capture found them, else from stat
+    if read -r h1 t1 <"$f.o.z" 2>/dev/null && read -r h2 t2 <"$f.e.z" 2>/dev/null; then
+        set -- "$h1" "$t1" "$h2" "$t2"
+    else
+        # shellcheck disable=SC2046 # four numbers
+        set -- $(stat -c %s -- "$f.o" "$f.o.t" "$f.e" "$f.e.t")
+    fi
     plan "$f.o" "$cap" "$1" "$2" "$out_lost"
     out=$PLAN
     plan "$f.e" "$cap" "$3" "$4" "$err_lost"
-    note "$id" exec "$code" "$timed_out" $out $PLAN
+    note "$id" exec "$code" "$timed_out" $out $PLAN "$P"
 }
 
-# whole_blocks FILE COUNT: whether dd's report in FILE ("A+B records in")
-# says it read COUNT whole blocks (A, with no partial one, B)
-whole_blocks() {
+# pipes: a fresh pair of FIFOs for a command's output, P.o and P.e (in P);
+# made 32 pairs at a time: one mkfifo, not one each
+pipes() {
+    if [ "$PIPES_NEXT" -ge "$PIPES_END" ]; then
+        set --
+        i=$PIPES_END
+        PIPES_END=$((PIPES_END + 32))
+        while [ "$i" -lt "$PIPES_END" ]; do
+            set -- "$@" "$D/p$i.o" "$D/p$i.e"
+            i=$((i + 1))
+        done
+        mkfifo "$@" || return 1
+    fi
+    P=$D/p$PIPES_NEXT
+    PIPES_NEXT=$((PIPES_NEXT + 1))
+}
+
+# report FILE COUNT: read dd's report in FILE: WHOLE says whether it read
+# COUNT whole blocks ("A+B records in": A, with no partial one, B); BYTES how
+# many bytes it copied, or nothing if it does not say (busybox does not)
+report() {
+    WHOLE=false BYTES=
     while read -r n what rest; do
-        case $what in records) [ "$n" = "$2+0" ] && return 0 || return 1 ;; esac
+        case $what in
+        records) [ "$n" = "$2+0" ] && [ "${rest#in}" != "$rest" ] && WHOLE=true ;;
+        byte | bytes) BYTES=$n ;;
+        esac
     done <"$1"
-    return 1
 }
 
 # capture FIFO OUT CAP: read the stream to its end (a command must never die
@@ -228,19 +259,21 @@ whole_blocks() {
 # 2), and, if there is more, the last HALF of the rest in OUT.t and the
 # rest's length in OUT.r, as the Python helper keeps a head and a tail.  dd
 # reads exactly the blocks asked (iflag=fullblock); one dd is all a command
-# with a short output costs.
+# with a short output costs.  Where dd says how many bytes it copied (GNU),
+# OUT's and OUT.t's sizes go to OUT.z, and nobody needs to stat them.
 capture() {
     exec <"$1"
     half=$(($3 / 2))
     [ "$half" -lt 1 ] && half=1
-    first=$((2 * half)) more=true
+    first=$((2 * half)) more=true size=0
     : >"$2.t"
     if [ $((first / 65536)) -gt 0 ]; then
         if ! LC_ALL=C dd bs=65536 count=$((first / 65536)) iflag=fullblock 2>"$2.s" >"$2"; then
             wc -c >"$2.r"  # OUT could not be written (no space): count the rest
             return 1
         fi
-        whole_blocks "$2.s" $((first / 65536)) || more=false
+        report "$2.s" $((first / 65536))
+        more=$WHOLE size=$BYTES
     else
         : >"$2"
     fi
@@ -249,7 +282,9 @@ capture() {
             wc -c >"$2.r"
             return 1
         fi
-        whole_blocks "$2.s" 1 || more=false
+        report "$2.s" 1
+        more=$WHOLE
+        [ -n "$size" ] && [ -n "$BYTES" ] && size=$((size + BYTES)) || size=
     fi
     if $more; then
         mkfifo "$2.q"
@@ -257,7 +292,12 @@ capture() {
         tee "$2.q" | wc -c >"$2.r" || return 1
         wait "$!" || return 1
         rm -f "$2.q"
+        read -r rest <"$2.r"
+        [ -n "$size" ] && echo "$size $((rest < half ? rest : half))" >"$2.z"
+    else
+        [ -n "$size" ] && echo "$size 0" >"$2.z"
     fi
+    return 0
 }
 
 # plan OUT CAP HEAD_SIZE TAIL_SIZE LOST: what `stream` sends of a captured
@@ -434,6 +474,7 @@ recv() {
 writer &
 W=$!
 read -r TOKEN || exit 0
+PIPES_NEXT=0 PIPES_END=0
 while read -r token op id user a b n; do
     [ "$token" = "$TOKEN" ] || exit 1
     case $op in ping | exec | read | write | kill) ;; *) exit 1 ;; esac
@@ -456,7 +497,14 @@ while read -r token op id user a b n; do
     done
     case $op in
     ping) note "$id" ping ;;
-    exec) run_exec "$id" "$user" "$a" </dev/null & ;;
+    exec)
+        if pipes; then
+            run_exec "$id" "$user" "$a" </dev/null &
+        else
+            echo "could not make the output pipes" >"$D/$id.m"
+            note "$id" error OSError
+        fi
+        ;;
     read)
         if [ $((a % b)) -ne 0 ] || [ "$b" -le 0 ]; then
             printf 'offset %s is not a multiple of %s' "$a" "$b" >"$D/$id.m"
