@@ -232,10 +232,31 @@ def _echo_docker(
     read_only = "true" if environment.read_only_root else "false"
     click.echo(f"    user: {environment.user}, read_only_root: {read_only}")
     click.echo("    extras: none needed (the docker package is a dependency)")
+    if not docker_problem and state == "present":
+        _echo_exec_channel(environment)
     if docker_problem:
         readiness.missing.append("Docker, which is not reachable here")
     elif state == "missing":
         readiness.notes.append(f"image {environment.image} is not here; a run tries to pull it")
+
+
+def _echo_exec_channel(environment: Any) -> None:
+    """Which exec helper the image gets, found by starting it in a throwaway
+    container (about half a second; removed at once)."""
+    import anyio
+
+    try:
+        kind, reason = anyio.run(environment.probe_exec_channel)
+    except Exception as exc:  # a probe that fails says so; it is not the verdict
+        _say(f"    exec channel: not probed ({type(exc).__name__}: {exc})")
+        return
+    names = {
+        "python": "the Python helper",
+        "shell": "the shell helper",
+        "per-command": "one docker exec per command",
+        "off": "off",
+    }
+    _say(f"    exec channel: {names[kind]} ({reason})")
 
 
 def _echo_mistral(environment: Any, readiness: _Readiness) -> None:

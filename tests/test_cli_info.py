@@ -251,7 +251,26 @@ def test_a_docker_file_whose_image_is_present_is_ready(tmp_path, docker_client) 
     assert f"    image {TEST_IMAGE}: present" in lines
     assert "    user: root, read_only_root: true" in lines
     assert "    extras: none needed (the docker package is a dependency)" in lines
+    assert (
+        "    exec channel: the Python helper (the image has python3 with its standard "
+        "library: the Python helper is the faster)" in lines
+    )
     assert lines[-1] == f"ready: {path} can run here"
+
+
+@pytest.mark.docker
+def test_the_exec_channel_each_image_gets_is_named(tmp_path, docker_client, image) -> None:
+    """Found by starting the helper in a throwaway container, which is gone after."""
+    kind, tag = image
+    path = docker_file(tmp_path, tag)
+    before = docker_client.containers.list(all=True, filters={"label": "sandbox-runner"})
+    result = info(path, MISTRAL_API_KEY="k")
+    after = docker_client.containers.list(all=True, filters={"label": "sandbox-runner"})
+    assert result.returncode == 0, result.stderr
+    channel = [line for line in result.stdout.splitlines() if "exec channel:" in line]
+    expected = "the Python helper" if kind == "full" else "the shell helper"
+    assert len(channel) == 1 and channel[0].startswith(f"    exec channel: {expected} ("), channel
+    assert {c.id for c in after} == {c.id for c in before}
 
 
 @pytest.mark.docker

@@ -472,6 +472,39 @@ class LocalDockerSandbox(SandboxEnvironment):
             raise
         return sandbox
 
+    async def probe_exec_channel(self) -> tuple[str, str]:
+        """Which exec channel this environment's sandboxes get, and why:
+        ("python" | "shell" | "per-command" | "off", reason).
+
+        For ``runner info``: a throwaway container of the image (the same
+        options, labelled and with a 2-minute expiry like any other, so
+        ``runner gc`` would find it) starts the helper, and is removed at
+        once.  No setup script runs: it can only add programs.
+        """
+        if self.exec_channel is False:
+            return "off", "exec_channel=False: one docker exec per command"
+        options = self.container_options(
+            session_id=f"probe-{uuid.uuid4().hex[:12]}", expires_at=time.time() + 120
+        )
+        with anyio.CancelScope(shield=True):
+            container = await self.client.call(create_and_start, options)
+        channel = ExecChannel(None, container.id, helper=self.exec_channel)
+        try:
+            await self.client.call(_start_channel, channel)
+            if not channel.can_drop and self.user == "sandbox":
+                return "per-command", (
+                    "the shell helper found neither setpriv nor nsenter in the image, so it "
+                    "cannot run commands as the sandbox user"
+                )
+            assert channel.kind is not None
+            return channel.kind, channel_reason(self.exec_channel, channel.kind)
+        except ChannelError as exc:
+            return "per-command", str(exc)
+        finally:
+            channel.close()
+            with anyio.CancelScope(shield=True):
+                await self.client.call(remove_container, container.id)
+
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
         return f"LocalDockerSandbox(image={self.image!r}, network={self.network}, hooks=[{hooks}])"
