@@ -131,3 +131,49 @@ async def test_a_tmpfs_workspace_on_every_image(docker_backend, image) -> None:
         result = await session.sandbox.execute("cat w.txt; df -P /workspace | tail -n 1")
         assert await session.sandbox.read_file("w.txt") == b"tmpfs\n"
     assert result.stdout.startswith("tmpfs\ntmpfs "), result
+
+
+LIFECYCLE = """\
+version: 1
+inputs:
+  acme.note:
+    as: note
+    schema:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+agent:
+  model: m
+  environment:
+    sandbox: docker
+    hooks:
+      - name: seed
+        on_create:
+          - upload: seed.txt
+            to: seeded/seed.txt
+          - run: printf '%s\\n' {{ note.text }} > NOTE
+          - run: cat seeded/seed.txt NOTE > both.txt
+        on_destroy:
+          - run: echo closing >> both.txt
+          - save: both.txt
+            to: out/both.txt
+"""
+
+
+async def test_a_yaml_lifecycle_on_every_image(image, tmp_path, docker_client) -> None:
+    """upload, run (with an input full of shell syntax), save and on_destroy,
+    through each image's helper."""
+    from runner.config import compile_file
+
+    _kind, tag = image
+    (tmp_path / "seed.txt").write_text("seed\n")
+    (tmp_path / "agent.yaml").write_text(LIFECYCLE)
+    compiled = compile_file(tmp_path / "agent.yaml", output_dir=tmp_path / "output", image=tag)
+    note = "it's $(echo not run) `x` ; \\n done"
+    async with await compiled.agent.start_session(
+        session_inputs={"acme.note": {"text": note}}
+    ) as session:
+        assert session.sandbox.channel is not None
+        container = session.sandbox.container_id
+    assert (tmp_path / "output" / "out" / "both.txt").read_text() == f"seed\n{note}\nclosing\n"
+    assert not docker_client.containers.list(all=True, filters={"id": container})
