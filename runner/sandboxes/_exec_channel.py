@@ -45,6 +45,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from ._channel_protocol import (
+    ANSWER_FIELDS,
+    check_answer,
+    has_nul,
+    shell_request,
+    take_head,
+)
+
 
 @functools.cache
 def helper_source(name: str = "_exec_helper.py") -> str:
@@ -220,7 +228,7 @@ class ExecChannel:
         """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
-        if self.kind == "shell" and _has_nul(header):
+        if self.kind == "shell" and has_nul(header):
             # What the Python helper answers for an argument Popen refuses.
             return {"error": "ValueError", "message": "embedded null byte"}, b""
         started = time.monotonic()
@@ -336,7 +344,7 @@ class ExecChannel:
                         continue
                     buffer += payload
                 if incoming is None:
-                    head = _take_head(buffer, max_body=self.max_body_bytes)
+                    head = take_head(buffer, max_body=self.max_body_bytes)
                     if head is None:
                         buffer += self._docker_stdout()
                         continue
@@ -401,129 +409,3 @@ class ExecChannel:
                 raise EOFError
             chunks += chunk
         return bytes(chunks)
-
-
-def _has_nul(header: dict[str, Any]) -> bool:
-    strings = [*header.get("argv", ()), header.get("cwd") or "", header.get("path") or ""]
-    strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
-    return any("\0" in text for text in strings)
-
-
-def shell_request(header: dict[str, Any], request_id: int, body_size: int) -> bytes:
-    """A request as the shell helper reads it (see ``_exec_helper.sh``):
-    ``OP ID USER A B N`` and N strings, each its line count then its lines."""
-    op, user = header["op"], header.get("user")
-    who = "-" if user is None else f"{int(user[0])}:{int(user[1])}"
-    strings: list[str] = []
-    a = b = 0
-    if op == "exec":
-        shell, flag, command = header["argv"]
-        assert flag == "-c"
-        strings = [header.get("cwd") or "/", shell, command]
-        strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
-        a = int(header.get("cap", 8 << 20))
-    elif op == "read":
-        strings, a, b = [header["path"]], int(header["offset"]), int(header["max_bytes"])
-    elif op == "write":
-        strings, a, b = [header["path"]], int(header["offset"]), body_size
-    parts = [f"{op} {request_id} {who} {a} {b} {len(strings)}\n".encode()]
-    for text in strings:
-        data = text.encode("utf-8", "surrogateescape")
-        parts.append(b"%d\n%s\n" % (data.count(b"\n") + 1, data))
-    return b"".join(parts)
-
-
-#: No honest answer header comes near this size.
-MAX_HEADER_BYTES = 64 << 10
-
-
-def _take_head(buffer: bytearray, *, max_body: int) -> tuple[Any, int] | None:
-    """Remove and return a frame's header and its body's size from ``buffer``,
-    once they are complete (the body is read after it, as it arrives).
-
-    Sizes are checked as soon as they are known, before anything is buffered
-    for them: oversized frames raise ValueError, which ends the channel.
-    """
-    if len(buffer) < 4:
-        return None
-    header_size = struct.unpack(">I", buffer[:4])[0]
-    if header_size > MAX_HEADER_BYTES:
-        raise ValueError(f"an answer header of {header_size} bytes")
-    body_at = 4 + header_size + 8
-    if len(buffer) < body_at:
-        return None
-    body_size = struct.unpack(">Q", buffer[4 + header_size : body_at])[0]
-    if body_size > max_body:
-        raise ValueError(f"an answer body of {body_size} bytes")
-    try:
-        header = json.loads(bytes(buffer[4 : 4 + header_size]).decode("utf-8"))
-    except RecursionError as exc:  # JSON nested thousands deep
-        raise ValueError("an answer header nested too deep") from exc
-    del buffer[:body_at]
-    return header, body_size
-
-
-#: The fields of each kind of answer, with their exact types (``bool`` is an
-#: ``int`` subclass, so types are compared exactly, not with isinstance).
-ANSWER_FIELDS: dict[str, dict[str, type]] = {
-    "ping": {"id": int, "ok": bool, "pid": int, "found": dict, "sealed": bool, "can_drop": bool},
-    "exec": {
-        "id": int,
-        "exit_code": int,
-        "timed_out": bool,
-        "stdout_total": int,
-        "stdout_len": int,
-        "stderr_total": int,
-    },
-    "read": {"id": int, "ok": bool, "size": int},
-    "write": {"id": int, "ok": bool},
-}
-#: Any op may fail instead (the helper's exception).
-ERROR_FIELDS: dict[str, type] = {"id": int, "error": str, "message": str}
-#: What the helper prints in a stream's cut output besides the kept bytes
-#: ("[... N bytes omitted ...]").
-CUT_MARKER_BYTES = 64
-
-
-def check_answer(request: dict[str, Any], header: dict[str, Any], body_size: int) -> None:
-    """Raise ValueError unless ``header`` and a body of ``body_size`` bytes
-    are an answer the helper could have sent to ``request``: nothing missing,
-    nothing extra, every type exact, every length possible.  Checked before
-    the body is read; callers then use the fields without further checks."""
-    op = request["op"]
-    failed = "error" in header
-    fields = ERROR_FIELDS if failed else ANSWER_FIELDS[op]
-    if header.keys() != fields.keys():
-        raise ValueError(f"{op} answer with fields {sorted(header)}, not {sorted(fields)}")
-    for name, kind in fields.items():
-        if type(header[name]) is not kind:
-            raise ValueError(f"{op} answer with {name} of type {type(header[name]).__name__}")
-    if header.get("ok") is False:
-        raise ValueError(f"{op} answer with ok false")
-    if failed or op in ("ping", "write"):
-        if body_size:
-            raise ValueError(f"{op} answer with a body")
-    elif op == "exec":
-        _check_exec(header, body_size)
-    elif body_size > request["max_bytes"] or not 0 <= header["size"] < 1 << 63:
-        raise ValueError(f"read answer of {body_size} bytes (asked {request['max_bytes']})")
-    if op == "ping" and not failed:
-        found = header["found"]
-        flags = all(type(value) is bool for value in found.values())
-        if found.keys() != {"bash", "timeout", "sleep"} or not flags:
-            raise ValueError("ping answer with other found flags")
-
-
-def _check_exec(header: dict[str, Any], body_size: int) -> None:
-    """An exec answer's numbers must be ones a real command could give."""
-    code, stdout_len = header["exit_code"], header["stdout_len"]
-    if not 0 <= code <= 255 or (header["timed_out"] and code != 124):
-        raise ValueError(f"exit code {code} (timed out: {header['timed_out']})")
-    if not 0 <= stdout_len <= body_size:
-        raise ValueError(f"stdout of {stdout_len} bytes in a body of {body_size}")
-    for name, kept in (("stdout", stdout_len), ("stderr", body_size - stdout_len)):
-        total = header[f"{name}_total"]
-        # All of it was kept, or it was cut: then at most the cut marker more.
-        cut = min(kept, total) > 0 and kept <= total + CUT_MARKER_BYTES
-        if not (kept == total or cut) or total >= 1 << 63:
-            raise ValueError(f"{name} of {kept} bytes kept out of {total}")
