@@ -150,7 +150,7 @@ writer() {
         done
         set +f
         GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
-        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.k.*"
+        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.k.*"
         set -f
         [ "$kind" = exec ] && GARBAGE="$GARBAGE ${13}.o ${13}.e"
         COUNT=$((COUNT + 1))
@@ -203,6 +203,7 @@ run_exec() {
     : >"$f.k.$pid.$co.$ce"  # in its name: a full tmpfs still takes an empty file
     wait "$pid"
     code=$?
+    : >"$f.x"  # reaped: its pid may be another's from now on (see stop)
     wait "$co"
     out_lost=$?
     wait "$ce"
@@ -388,6 +389,7 @@ run_file() {
     : >"$f.k.$pid"
     wait "$pid"
     code=$?
+    : >"$f.x"
     if [ -e "$f.t" ]; then
         echo "the sandbox did not finish with the file in time" >"$f.m"
         note "$id" error TimeoutError
@@ -440,6 +442,7 @@ stop() {
         [ "$tries" -gt 20 ] && return
         sleep 0.05
     done
+    [ -e "$f.x" ] && return  # it ended already: never signal a reused pid
     : >"$f.t"
     pids=${1##*.k.} co= ce=
     pid=${pids%%.*}
