@@ -81,7 +81,8 @@ class Agent:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise SdkError(f"Agent(max_retries=...) takes an int >= 0, got {max_retries!r}")
         #: Each model request's deadline, and how often a failed one is retried
-        #: (only rate limits, server errors, timeouts and dropped connections).
+        #: (only timeouts, dropped connections and answers that say "try again":
+        #: see runner/_chat_completions.py; a permanent server error is not).
         self.request_timeout_seconds = request_timeout_seconds
         self.max_retries = max_retries
         for input_class in inputs:

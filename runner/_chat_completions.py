@@ -3,16 +3,24 @@ OpenAI-compatible servers (vLLM, llama.cpp, Ollama, ...).
 
 One request per model call: ``POST {base_url}/chat/completions`` with the
 conversation and the tool specifications; the first choice's message is the
-reply.  Rate limits (429), server errors (5xx), timeouts and dropped
-connections are retried with exponential backoff (``Retry-After`` is
-honoured, within a cap); anything else fails at once with a ``ModelError``
-that says what the server answered.  ``httpx`` is imported on first use.
+reply.  ``httpx`` is imported on first use.
+
+What is retried (exponential backoff, ``Retry-After`` honoured within a cap):
+timeouts, dropped or refused connections, and the answers that say "try
+again": 408, 409, 429, 502, 503 and 504.  A 500 is retried too, unless its
+body says the error is permanent (``PERMANENT_HINTS``: llama.cpp without
+``--jinja`` answers 500 "tools param requires --jinja flag" to every request
+with tools).  Everything else fails at once with a ``ModelError`` that says
+what the server answered: every other 4xx (a bad key, a bad request, an
+unknown model), every other 5xx (501 Not Implemented, 505, ...) and a
+redirect (``base_url`` should name the final address).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +30,19 @@ from ._errors import AgentsError
 from ._model import Message, ModelReply, ToolCall
 
 MISTRAL_SERVER_URL = "https://api.mistral.ai/v1"
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: Answers that mean "try again later" (408 timeout, 409 conflict, 429 rate
+#: limit, 502/503/504 gateway and overload); a 500 is retried unless permanent.
+RETRYABLE_STATUS = frozenset({408, 409, 429, 502, 503, 504})
+#: Words in a 500 answer that mark the error as permanent: the same request
+#: would fail the same way (a server feature not enabled or not supported).
+PERMANENT_HINTS = re.compile(
+    r"requires? --|not supported|unsupported|not implemented|does not support",
+    re.IGNORECASE,
+)
+#: Advice added to an error whose text contains the key.
+ERROR_ADVICE = {
+    "--jinja": "start llama.cpp's llama-server with --jinja to use tools",
+}
 MAX_RETRY_AFTER_SECONDS = 30.0
 
 
@@ -96,15 +116,35 @@ class ChatCompletionsModel:
                 except httpx.TransportError as exc:
                     last_problem = f"connection failed: {type(exc).__name__}"
                 else:
-                    if response.status_code < 400:
+                    status = response.status_code
+                    if status < 300:
                         return parse_reply(response)
-                    last_problem = f"HTTP {response.status_code}: {_snippet(response.text)}"
-                    if response.status_code not in RETRYABLE_STATUS:
-                        raise ModelError(f"{url} answered {last_problem}")
+                    if status < 400:
+                        location = response.headers.get("Location") or "nowhere"
+                        raise ModelError(
+                            f"{url} answered HTTP {status}, a redirect to {location}: "
+                            "set base_url to the final address (redirects are not followed)"
+                        )
+                    last_problem = f"HTTP {status}: {_snippet(response.text)}"
+                    if not is_retryable(status, response.text):
+                        raise ModelError(f"{url} answered {last_problem}{_advice(response.text)}")
                     delay = _retry_after(response, default=delay)
                 if attempt < self.max_retries:
                     await anyio.sleep(delay)
         raise ModelError(f"{url}: {last_problem} (after {self.max_retries + 1} attempts)")
+
+
+def is_retryable(status: int, body: str) -> bool:
+    """Whether an HTTP error answer may succeed if asked again (see the module doc)."""
+    if status == 500:
+        return not PERMANENT_HINTS.search(body)
+    return status in RETRYABLE_STATUS
+
+
+def _advice(body: str) -> str:
+    """What to do about a known permanent error (empty if none is known)."""
+    hints = [advice for key, advice in ERROR_ADVICE.items() if key in body]
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def _snippet(text: str, limit: int = 300) -> str:
@@ -179,7 +219,8 @@ def model_for(
     sent if set.  Without: the Mistral API, with ``MISTRAL_API_KEY``
     (required) at ``MISTRAL_SERVER_URL`` (default the public API).
     ``timeout_seconds`` bounds each request; ``max_retries`` counts the
-    retries of a rate limit, server error, timeout or dropped connection.
+    retries of an answer that may succeed if asked again (``is_retryable``),
+    a timeout or a dropped connection.
     """
     limits = {"timeout_seconds": timeout_seconds, "max_retries": max_retries}
     if base_url:

@@ -5,12 +5,26 @@ so the runner's HTTP client, retries and timeouts are exercised end to end;
 only the model behind it is scripted.  Every request (path, headers, JSON
 body) is recorded for the tests to assert.
 
-Like the Mistral API, it refuses (HTTP 400, Mistral's error shape) a
-conversation that breaks the rules of ``mistral-common``'s request validator:
-an assistant message with neither content nor tool calls, a tool-call id that
-is not nine letters and digits, a repeated id, arguments that are no JSON
-object, a tool message that answers no pending call, a call left unanswered,
-a tool message followed by a user message.  ``strict=False`` turns this off.
+Every request is checked three ways, and one that fails any of them is
+refused (HTTP 400, Mistral's error shape) as the strictest server would:
+
+* ``request_problem``: the OpenAI chat-completions request shape, with the
+  ``openai`` package's own typed request parameters
+  (``CompletionCreateParamsNonStreaming``, validated by pydantic) plus no
+  top-level field those parameters do not declare (the API refuses an
+  unrecognized argument; extra keys inside messages are not checked, as the
+  typed parameters ignore them);
+* ``mistral_problem``: ``mistral-common``'s own request validator (Mistral's
+  package; ``MistralRequestValidatorV11`` in serving mode: nine-character
+  tool-call ids, calls and results paired by id, valid tool schemas, the
+  last message from the user or a tool);
+* ``conversation_problem``: rules written here by hand from older
+  ``mistral-common`` versions and the Mistral API's answers, that the current
+  validator no longer checks: an assistant message with neither content nor
+  tool calls, arguments that are no JSON object, a tool message followed by a
+  user message.
+
+``strict=False`` turns all three off.
 """
 
 from __future__ import annotations
@@ -135,6 +149,103 @@ def conversation_problem(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _telling_error(errors: list[Any]) -> Any:
+    """The error of the union member the request meant (the one whose ``role``
+    or ``type`` matched), else the first."""
+    missed = {
+        error["loc"][:-1]
+        for error in errors
+        if error["type"] == "literal_error" and error["loc"][-1:] in (("role",), ("type",))
+    }
+    meant = [e for e in errors if not any(e["loc"][: len(m)] == m for m in missed)]
+    return (meant or errors)[0]
+
+
+class _ShapeError(Exception):
+    """A request part that does not have the OpenAI shape (its dotted place, what)."""
+
+
+def _consume(value: Any, path: tuple[Any, ...] = ()) -> Any:
+    """``value`` with every lazy iterator pydantic made drained into a list.
+
+    The typed parameters declare their lists as ``Iterable[...]``, which
+    pydantic validates only while they are iterated; an item refused then is
+    a ``_ShapeError`` naming its place in the request."""
+    from pydantic import ValidationError
+
+    if isinstance(value, dict):
+        return {key: _consume(item, (*path, key)) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_consume(item, (*path, index)) for index, item in enumerate(value)]
+    if not hasattr(value, "__next__"):
+        return value
+    items = []
+    while True:
+        try:
+            item = next(value)
+        except StopIteration:
+            return items
+        except ValidationError as exc:
+            first = _telling_error(exc.errors())
+            where = ".".join(str(part) for part in (*path, *first["loc"]))
+            raise _ShapeError(f"{where}: {first['msg']} ({exc.error_count()} errors)") from None
+        items.append(_consume(item, (*path, len(items))))
+
+
+_ADAPTERS: dict[str, Any] = {}
+
+
+def request_problem(body: Any) -> str | None:
+    """What the OpenAI request shape refuses in ``body`` (None: nothing)."""
+    from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+    from pydantic import TypeAdapter, ValidationError
+
+    if not isinstance(body, dict):
+        return "openai: the request body is not a JSON object"
+    params = CompletionCreateParamsNonStreaming
+    declared = params.__required_keys__ | params.__optional_keys__
+    unknown = sorted(set(body) - declared)
+    if unknown:
+        return f"openai: Unrecognized request argument supplied: {', '.join(unknown)}"
+    if _ADAPTERS.get("openai") is None:
+        _ADAPTERS["openai"] = TypeAdapter(params)
+    try:
+        _consume(_ADAPTERS["openai"].validate_python(body))
+    except ValidationError as exc:
+        first = _telling_error(exc.errors())
+        where = ".".join(str(part) for part in first["loc"])
+        return f"openai: {where}: {first['msg']} ({exc.error_count()} errors)"
+    except _ShapeError as exc:
+        return f"openai: {exc}"
+    return None
+
+
+def mistral_problem(body: Any) -> str | None:
+    """What ``mistral-common``'s request validator refuses in ``body`` (None: nothing)."""
+    from mistral_common.exceptions import MistralCommonException
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.protocol.instruct.validator import (
+        MistralRequestValidatorV11,
+        ValidationMode,
+    )
+    from pydantic import ValidationError
+
+    if not isinstance(body, dict):
+        return "mistral-common: the request body is not a JSON object"
+    try:
+        request = ChatCompletionRequest.from_openai(
+            messages=body.get("messages") or [],
+            tools=body.get("tools"),
+            model=body.get("model"),
+            tool_choice=body.get("tool_choice", "auto"),
+        )
+        MistralRequestValidatorV11(mode=ValidationMode.serving).validate_request(request)
+    except (MistralCommonException, ValidationError, ValueError, KeyError, TypeError) as exc:
+        text = " ".join(str(exc).split())
+        return f"mistral-common: {type(exc).__name__}: {text[:300]}"
+    return None
+
+
 def invalid_request(message: str) -> Reply:
     """Mistral's answer to a request its validator refuses."""
     return Reply(
@@ -150,6 +261,8 @@ class ChatServer:
         self.replies = list(replies)
         self.strict = strict
         self.requests: list[dict[str, Any]] = []
+        #: Why each refused request was refused (one of the three checks).
+        self.refusals: list[str] = []
         self._lock = threading.Lock()
         server = self
 
@@ -159,8 +272,12 @@ class ChatServer:
                 raw = self.rfile.read(length)
                 body = json.loads(raw or b"null")
                 problem = None
-                if server.strict and isinstance(body, dict):
-                    problem = conversation_problem(body.get("messages") or [])
+                if server.strict:
+                    problem = (
+                        request_problem(body)
+                        or mistral_problem(body)
+                        or conversation_problem(body.get("messages") or [])
+                    )
                 with server._lock:
                     server.requests.append(
                         {
@@ -170,6 +287,7 @@ class ChatServer:
                         }
                     )
                     if problem:
+                        server.refusals.append(problem)
                         reply = invalid_request(problem)
                     elif server.replies:
                         reply = server.replies.pop(0)

@@ -31,6 +31,20 @@ no kinder than the real service:
   reads stdout to the end before stderr and answers 400 ``Invalid working
   directory`` for a missing ``cwd``; ``write_file`` is ``os.WriteFile``: it
   creates no parent directory and reports the error in its JSON answer.
+* Catalogue: a create-service request naming a region or an instance type
+  that is not in ``tests/data/koyeb_catalogue.json`` (written from the SDK's
+  models and defaults; each entry says where its id comes from) is a 400 in
+  the ``ErrorWithFields`` shape, and nothing is created.  The catalogue is
+  also served at ``/v1/catalog/regions`` and ``/v1/catalog/instances``.
+* Faults on demand: a run call's answer lost after the command ran (a 5xx
+  status, or ``DROP``: the connection closes with no answer at all, which
+  the SDK retries as a network error); sleep (``sleep``: the deployment
+  reports ``SLEEPING``, a state the SDK models, and the container is paused)
+  and wake (the next executor request wakes it, as the platform wakes a
+  scaled-to-zero service on traffic, after ``wake_seconds``).  A light
+  sleep keeps the container; a deep one wakes a fresh container, files gone
+  (whether the real platform keeps the disk through a deep sleep is not
+  known here).
 """
 
 from __future__ import annotations
@@ -41,17 +55,20 @@ import json
 import os
 import tarfile
 import threading
+import time
 import typing
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from koyeb.api.models.catalog_instance_list_item import CatalogInstanceListItem
 from koyeb.api.models.create_app import CreateApp
 from koyeb.api.models.create_service import CreateService
 from koyeb.api.models.deployment_status import DeploymentStatus
 from koyeb.api.models.error import Error
 from koyeb.api.models.error_field import ErrorField
 from koyeb.api.models.error_with_fields import ErrorWithFields
+from koyeb.api.models.region_list_item import RegionListItem
 from pydantic import BaseModel, ValidationError
 
 FAKE_LABEL = "sandbox-runner-test.fake-cloud"
@@ -64,6 +81,10 @@ PRE_READY_STATUSES = ("PENDING", "PROVISIONING", "STARTING")
 READY_STATUSES = ("HEALTHY", "DEGRADED")
 #: The executor's only route without authentication (sandbox-container README).
 OPEN_EXECUTOR_ACTIONS = frozenset({"health"})
+#: A run fault: the connection closes after the command ran, with no answer.
+DROP = "drop"
+#: The recorded catalogue of regions and instance types (see its "about").
+CATALOGUE = os.path.join(os.path.dirname(__file__), "data", "koyeb_catalogue.json")
 
 #: Runs in the instance: the executor's way of running a command, pipes read
 #: one after the other (stdout to its end, then stderr).
@@ -143,6 +164,63 @@ def parse_request(model: type[BaseModel], body: Any) -> tuple[Any, tuple[int, An
         return None, invalid_reply([("body", str(exc))])
 
 
+@dataclass(frozen=True)
+class Catalogue:
+    """The regions and instance types the platform offers, as the SDK's models."""
+
+    regions: tuple[RegionListItem, ...]
+    instances: tuple[CatalogInstanceListItem, ...]
+
+    @classmethod
+    def load(cls, path: str = CATALOGUE) -> Catalogue:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+
+        def parse(model: type[BaseModel], entries: list[dict[str, Any]]) -> tuple[Any, ...]:
+            items = []
+            for entry in entries:
+                assert entry.get("source"), f"a catalogue entry says where it comes from: {entry}"
+                assert not unknown_fields(model, entry["item"]), entry
+                items.append(model.from_dict(entry["item"]))
+            return tuple(items)
+
+        return cls(
+            regions=parse(RegionListItem, data["regions"]),
+            instances=parse(CatalogInstanceListItem, data["instances"]),
+        )
+
+    def region_ids(self) -> set[str]:
+        return {region.id for region in self.regions if region.id}
+
+    def instance_ids(self) -> set[str]:
+        names = {item.id for item in self.instances if item.id}
+        return names | {alias for item in self.instances for alias in item.aliases or ()}
+
+    def problems(self, definition: dict[str, Any]) -> list[tuple[str, str]]:
+        """What a service definition asks for that the catalogue does not have."""
+        found = []
+        for index, region in enumerate(definition.get("regions") or []):
+            if region not in self.region_ids():
+                found.append((f"definition.regions.{index}", f"unknown region {region!r}"))
+        for index, scaling in enumerate(definition.get("instance_types") or []):
+            kind = scaling.get("type")
+            if kind not in self.instance_ids():
+                found.append(
+                    (f"definition.instance_types.{index}.type", f"unknown instance type {kind!r}")
+                )
+        return found
+
+    def reply(self, kind: str) -> dict[str, Any]:
+        """``GET /v1/catalog/<kind>``, in the ``List...Reply`` shape."""
+        items = self.regions if kind == "regions" else self.instances
+        return {
+            kind: [item.to_dict() for item in items],
+            "limit": 100,
+            "offset": 0,
+            "count": len(items),
+        }
+
+
 @dataclass
 class Instance:
     """One sandbox service: its app, its deployment and the container behind it."""
@@ -155,6 +233,10 @@ class Instance:
     env: dict[str, str]
     container: Any = None
     statuses_served: list[str] = field(default_factory=list)
+    #: Asleep (scaled to zero): the deployment reports SLEEPING.
+    sleeping: bool = False
+    #: How many times an executor request woke it.
+    wakes: int = 0
 
     @property
     def secret(self) -> str | None:
@@ -166,10 +248,17 @@ class Instance:
 
 
 class FakeCloud:
-    def __init__(self, docker_client: Any, image: str, token: str = DEFAULT_TOKEN) -> None:
+    def __init__(
+        self,
+        docker_client: Any,
+        image: str,
+        token: str = DEFAULT_TOKEN,
+        catalogue: Catalogue | None = None,
+    ) -> None:
         self.docker = docker_client
         self.image = image
         self.token = token
+        self.catalogue = catalogue or Catalogue.load()
         self.requests: list[dict[str, Any]] = []
         self.apps: dict[str, str] = {}  # app id -> name
         self.instances: dict[str, Instance] = {}  # service id -> instance
@@ -182,9 +271,12 @@ class FakeCloud:
         #: What it reports first, one state per poll.
         self.pre_ready_statuses: list[str] = list(PRE_READY_STATUSES)
         self.fail_service_create = False
-        #: Statuses the next run calls answer *after* running the command, as a
-        #: gateway that loses the executor's answer would (e.g. [502]).
-        self.run_faults: list[int] = []
+        #: What the next run calls answer *after* running the command, as a
+        #: gateway that loses the executor's answer would: a status (e.g. 502)
+        #: or DROP (the connection closes with no answer).
+        self.run_faults: list[int | str] = []
+        #: Seconds an executor request waits while a sleeping instance wakes.
+        self.wake_seconds = 0.5
         cloud = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -221,6 +313,9 @@ class FakeCloud:
                     cloud.requests.append(record)
                 status, payload = cloud.route(self.command, path, body, headers)
                 record["status"] = status
+                if status == DROP:  # no answer: the connection just closes
+                    self.close_connection = True
+                    return
                 self._reply(status, payload)
 
             do_GET = do_POST = do_DELETE = _handle
@@ -267,6 +362,8 @@ class FakeCloud:
             return self.get_deployment(parts[1])
         if method == "DELETE" and len(parts) == 2 and parts[0] == "apps":
             return self.delete_app(parts[1])
+        if method == "GET" and parts in (["catalog", "regions"], ["catalog", "instances"]):
+            return 200, self.catalogue.reply(parts[1])
         return error_reply(404, "not_found", f"no route {method} /v1/{'/'.join(parts)}")
 
     def create_app(self, body: Any) -> tuple[int, Any]:
@@ -286,6 +383,9 @@ class FakeCloud:
         if self.fail_service_create:
             return error_reply(500, "internal", "scripted failure")
         definition = service.definition.to_dict() if service.definition else {}
+        unknown = self.catalogue.problems(definition)
+        if unknown:
+            return invalid_reply(unknown)
         env = {e["key"]: e.get("value", "") for e in definition.get("env", []) if "key" in e}
         number = next(self.ids)
         instance = Instance(
@@ -296,18 +396,22 @@ class FakeCloud:
             definition=definition,
             env=env,
         )
+        self.start_container(instance)
+        self.instances[instance.service_id] = instance
+        return 200, {"service": self.service_view(instance)}
+
+    def start_container(self, instance: Instance) -> None:
+        """A fresh container from the image, as the platform starts an instance."""
         instance.container = self.docker.containers.run(
             self.image,
             ["sleep", "3600"],
             detach=True,
             network_mode="none",
             init=True,
-            environment=env,
-            labels={FAKE_LABEL: service.app_id},
+            environment=instance.env,
+            labels={FAKE_LABEL: instance.app_id},
         )
-        self.instances[instance.service_id] = instance
-        self.containers[service.app_id] = instance.container
-        return 200, {"service": self.service_view(instance)}
+        self.containers[instance.app_id] = instance.container
 
     def service_view(self, instance: Instance) -> dict[str, Any]:
         return {
@@ -329,6 +433,8 @@ class FakeCloud:
         An instance whose definition carries no SANDBOX_SECRET never starts:
         the executor refuses to run without one (sandbox-container, auth.go).
         """
+        if instance.sleeping:
+            return "SLEEPING"
         polls = len(instance.statuses_served)
         if polls < len(self.pre_ready_statuses):
             status = self.pre_ready_statuses[polls]
@@ -384,6 +490,8 @@ class FakeCloud:
         instance = self.instance_of_app(app_id)
         if instance is None:
             return 404, {"error": "sandbox not found"}
+        if instance.sleeping:
+            self.wake(instance)
         if not instance.ready:
             return 503, "no healthy upstream"
         if action not in OPEN_EXECUTOR_ACTIONS and (
@@ -439,6 +547,38 @@ class FakeCloud:
             tar.addfile(info, io.BytesIO(data))
         container.put_archive(parent, buffer.getvalue())
         return {"success": True}
+
+    def sleep(self, app_id: str, *, deep: bool = False) -> None:
+        """Scale the app's instance to zero.
+
+        A light sleep keeps its memory and disk (the container is paused); a
+        ``deep`` one stops it, and it wakes as a new instance from the image
+        with nothing of the old one's files (an assumption: whether the real
+        platform keeps an instance's disk through a deep sleep is not known
+        here)."""
+        with self.lock:
+            instance = self.instance_of_app(app_id)
+            assert instance is not None and instance.ready, "only a running instance sleeps"
+            if deep:
+                self.containers.pop(app_id, None)
+                instance.container.remove(force=True)
+                instance.container = None
+            else:
+                instance.container.pause()
+            instance.sleeping = True
+
+    def wake(self, instance: Instance) -> None:
+        """Traffic reached a sleeping instance: it starts again, then the request goes on."""
+        with self.lock:
+            if not instance.sleeping:
+                return
+            time.sleep(self.wake_seconds)
+            if instance.container is None:
+                self.start_container(instance)
+            else:
+                instance.container.unpause()
+            instance.sleeping = False
+            instance.wakes += 1
 
     def expire(self, app_id: str) -> None:
         """Delete an app behind the client's back, as the platform does at its TTL."""

@@ -314,3 +314,76 @@ async def test_finish_reason_and_refusal_reach_the_model_reply() -> None:
         refused = await model(server).complete([{"role": "user", "content": "hi"}], [])
     assert cut == agents.ModelReply(text="partial", finish_reason="length")
     assert refused == agents.ModelReply(finish_reason="stop", refusal="no")
+
+
+# --- which errors are retried (issue 16): permanent ones fail at once ---
+
+#: llama.cpp's llama-server without --jinja, asked with tools (its error body).
+NO_JINJA = Reply(
+    {
+        "error": {
+            "code": 500,
+            "message": "tools param requires --jinja flag",
+            "type": "server_error",
+        }
+    },
+    status=500,
+)
+
+
+async def test_a_permanent_server_error_fails_at_once_with_advice() -> None:
+    with ChatServer([NO_JINJA, assistant("never")]) as server:
+        agent = agents.Agent(model=model(server), environment=RecordingSandbox())
+        result = await agent.run("hi")
+    assert isinstance(result, agents.Failed)
+    assert "answered HTTP 500" in result.error
+    assert "tools param requires --jinja flag" in result.error
+    assert "start llama.cpp's llama-server with --jinja to use tools" in result.error
+    assert "attempts" not in result.error
+    assert len(server.requests) == 1  # not asked again: the answer would be the same
+
+
+async def test_which_answers_are_retried() -> None:
+    """The rule of runner/_chat_completions.py, status by status, over real HTTP:
+    the number of requests one call makes when the first answer is ``status``."""
+    expected = {
+        408: 2,
+        409: 2,
+        429: 2,
+        500: 2,  # a 500 that does not say it is permanent
+        502: 2,
+        503: 2,
+        504: 2,
+        400: 1,
+        401: 1,
+        403: 1,
+        404: 1,
+        422: 1,
+        425: 1,
+        501: 1,
+        505: 1,
+    }
+    counted = {}
+    for status in expected:
+        with ChatServer([error(status), assistant("ok")]) as server:
+            try:
+                await model(server).complete([{"role": "user", "content": "hi"}], [])
+            except agents.ModelError as exc:
+                assert f"answered HTTP {status}" in str(exc)
+            counted[status] = len(server.requests)
+    assert counted == expected
+    permanent = [error(500, "this feature is not supported by the server"), assistant("no")]
+    with ChatServer(permanent) as server:
+        with pytest.raises(agents.ModelError, match="not supported by the server"):
+            await model(server).complete([{"role": "user", "content": "hi"}], [])
+        assert len(server.requests) == 1
+
+
+async def test_a_redirect_is_a_clear_error_not_an_empty_one() -> None:
+    moved = Reply({}, status=308, headers={"Location": "https://models.example/v1/chat"})
+    with ChatServer([moved, assistant("never")]) as server:
+        result = await agents.Agent(model=model(server)).run("hi")
+    assert isinstance(result, agents.Failed)
+    assert "answered HTTP 308, a redirect to https://models.example/v1/chat" in result.error
+    assert "set base_url to the final address" in result.error
+    assert len(server.requests) == 1

@@ -32,6 +32,10 @@ files in the instance, printed once it has ended (stdout, then stdout closed,
 then stderr), and a repeated request for the same id waits for the first run's
 result instead of running it again.  A missing ``cwd`` is reported by the
 wrapper as exit 126, like the other backends (the executor would answer 400).
+``prepare`` leaves a marker file in the instance; an instance without it has
+started afresh and lost its files (a deep sleep when ``idle_timeout_seconds``
+is set, or a platform restart), and every later command is a
+``SandboxUnavailableError`` saying so, never run on the empty instance.
 
 The platform puts the executor's secret in the instance's environment
 (``SANDBOX_SECRET``, which is why it cannot be a sandbox ``env=`` name); the
@@ -89,6 +93,10 @@ RUNS_DIR = "/tmp/.runner-runs"
 MISSING_CWD_EXIT_CODE = 126
 #: The environment variable the SDK sets to the executor's secret.
 EXECUTOR_SECRET_VARIABLE = "SANDBOX_SECRET"
+#: Exit code and stderr line of the wrapper when the instance lost the marker
+#: file ``prepare`` left: it started afresh (a deep sleep, a platform restart).
+RESTARTED_EXIT_CODE = 125
+RESTARTED_MESSAGE = "runner: this cloud instance restarted and lost its files"
 
 
 def wrap_command(
@@ -100,6 +108,7 @@ def wrap_command(
     cwd: str,
     cwd_label: str | None = None,
     forget: Sequence[str] = (),
+    marker: str | None = None,
 ) -> str:
     """The shell text that runs ``command`` once per ``run_id`` with its outputs in files.
 
@@ -107,14 +116,23 @@ def wrap_command(
     repeated request (the SDK's retry) waits for that record.  Both then print
     stdout, close it (the executor then reads stderr), print stderr and exit
     with the code.  ``cwd_label`` is how a missing ``cwd`` is named in the
-    message; ``forget`` names earlier runs whose records can go.
+    message; ``forget`` names earlier runs whose records can go.  With
+    ``marker`` (the file ``prepare`` made), an instance without it is one
+    that started afresh: the wrapper runs nothing and says so.
     """
     run = f"{RUNS_DIR}/{run_id}"
     q_cwd = shlex.quote(cwd)
     missing = shlex.quote(f"cannot change directory to {cwd_label or cwd}: no such directory")
     cleanup = "".join(f" {shlex.quote(f'{RUNS_DIR}/{old}')}" for old in forget)
+    restarted = (
+        f"[ -f {shlex.quote(marker)} ] || "
+        f"{{ echo {shlex.quote(RESTARTED_MESSAGE)} >&2; exit {RESTARTED_EXIT_CODE}; }}; "
+        if marker
+        else ""
+    )
     return (
         f"unset {EXECUTOR_SECRET_VARIABLE}; "
+        + restarted
         + (f"rm -rf{cleanup}; " if cleanup else "")
         + f"mkdir -p {RUNS_DIR} && chmod 700 {RUNS_DIR} || exit 125; "
         f"if mkdir {run} 2>/dev/null; then "
@@ -303,9 +321,17 @@ def api_error_summary(exc: BaseException) -> str:
     api_exception = _api_exception(exc)
     if api_exception is None:
         return f"{type(exc).__name__}: {exc}"
-    message = getattr(getattr(api_exception, "data", None), "message", None)
+    data = getattr(api_exception, "data", None)
+    message = getattr(data, "message", None)
     summary = f"{type(api_exception).__name__}: {api_exception.status} {api_exception.reason}"
-    return f"{summary}: {message}" if message else summary
+    summary = f"{summary}: {message}" if message else summary
+    # ErrorWithFields (a 400): which field was refused and why, e.g. an
+    # unknown region or instance type.
+    fields = [
+        f"{getattr(item, 'var_field', None) or '?'}: {getattr(item, 'description', None) or '?'}"
+        for item in getattr(data, "fields", None) or ()
+    ]
+    return f"{summary} ({'; '.join(fields)})" if fields else summary
 
 
 def _forget_clients_of_other_loops() -> None:
@@ -337,11 +363,16 @@ class MistralCloudSandbox(Sandbox):
         self._delete_lock = anyio.Lock()
         #: Runs whose records the next command removes (their results arrived).
         self._finished_runs: list[str] = []
+        #: A file only this instance's first start has (see ``wrap_command``).
+        self._marker: str | None = None
 
     async def prepare(self) -> None:
-        """Make the workspace and find the shell (bash if present)."""
+        """Make the workspace and the marker file, and find the shell (bash if present)."""
+        marker = f"{RUNS_DIR}/instance-{secrets.token_hex(8)}"
         result = await self._run(
-            f"mkdir -p {WORKSPACE} && command -v bash || true", timeout=60, cwd="/"
+            f"mkdir -p {WORKSPACE} && : > {marker} && {{ command -v bash || true; }}",
+            timeout=60,
+            cwd="/",
         )
         if result["code"] != 0:
             raise SandboxUnavailableError(
@@ -349,6 +380,7 @@ class MistralCloudSandbox(Sandbox):
             )
         if result["stdout"].strip():
             self.shell = "bash"
+        self._marker = marker
 
     async def _run(
         self,
@@ -369,6 +401,7 @@ class MistralCloudSandbox(Sandbox):
             cwd=cwd,
             cwd_label=cwd_label,
             forget=self._finished_runs,
+            marker=self._marker,
         )
         try:
             result = await self.remote.exec(
@@ -379,9 +412,23 @@ class MistralCloudSandbox(Sandbox):
                 stream=False,
             )
         except Exception as exc:  # the SDK's SandboxError family, httpx, JSON
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int) and 400 <= status < 500:
+                what = "did not run the command"  # refused: it never started
+            else:  # a 5xx, a dropped connection or a timeout: maybe after it ran
+                what = (
+                    "did not run the command or its answer was lost (it may have run, "
+                    "once: a repeated request never runs it again)"
+                )
             raise SandboxUnavailableError(
-                f"the cloud sandbox did not run the command ({type(exc).__name__}: {exc})"
+                f"the cloud sandbox {what} ({type(exc).__name__}: {_one_line(exc)})"
             ) from exc
+        if result.exit_code == RESTARTED_EXIT_CODE and result.stderr.strip() == RESTARTED_MESSAGE:
+            raise SandboxUnavailableError(
+                "the cloud sandbox restarted and lost its files (a deep sleep after "
+                "idle_timeout_seconds, or a platform restart): the command was not run; "
+                "start a new session"
+            )
         self._finished_runs = [run_id]
         return {"code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
 
@@ -504,3 +551,9 @@ async def _close_clients(remote: Any) -> None:
     if client is not None:
         with contextlib.suppress(Exception):
             client.close()
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's text on one line, cut to ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
