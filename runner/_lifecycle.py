@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -264,8 +264,14 @@ async def open_sandbox(
     *,
     session_id: str,
     expires_at: float | None,
+    on_created: Callable[[Sandbox], None] | None = None,
 ) -> Sandbox | None:
-    """Create the sandbox and run every ``on_create``; unwind completely on failure."""
+    """Create the sandbox and run every ``on_create``; unwind completely on failure.
+
+    ``on_created(sandbox)`` is called once the sandbox exists, before any
+    ``on_create`` (``runner serve`` records where the sandbox is, so a
+    restarted server can find it again).
+    """
     if not environment.creates_sandbox:
         return None
     emit("sandbox_creating", session_id=session_id, backend=environment.backend)
@@ -285,6 +291,8 @@ async def open_sandbox(
         backend=environment.backend,
         duration_seconds=time.perf_counter() - started,
     )
+    if on_created is not None:
+        on_created(sandbox)
     snapshot = getattr(sandbox, "snapshot_image", None) if key else None
     if snapshot is not None:
         emit("snapshot_used", session_id=session_id, key=key, image_id=snapshot)
@@ -308,6 +316,44 @@ async def open_sandbox(
             logger.error(
                 "deleting the sandbox of session %s failed: %s: %s",
                 session_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
+        raise
+    return sandbox
+
+
+async def resume_sandbox(
+    sandbox: Sandbox,
+    plan: LifecyclePlan,
+    inputs: Mapping[str, SessionInput],
+    *,
+    completed: Collection[int] = (),
+    cleanup_timeout_seconds: float | None = None,
+) -> Sandbox:
+    """Finish opening a sandbox that a stopped process had created.
+
+    ``on_create`` runs for each hook whose position is not in ``completed``
+    (those finished before the stop), in list order; on failure the same
+    unwinding as :func:`open_sandbox`: ``on_destroy`` of every hook whose
+    ``on_create`` completed, then the sandbox is deleted.
+    """
+    done: list[HookPlan] = []
+    try:
+        for index, hook_plan in enumerate(plan.hooks):
+            if index not in completed:
+                await _call_hook(hook_plan, "on_create", sandbox, inputs)
+            done.append(hook_plan)
+    except BaseException:
+        try:
+            await _destroy_then_delete(
+                reversed(done), sandbox, inputs, timeout=cleanup_timeout_seconds
+            )
+        except Exception as exc:
+            logger.error(
+                "deleting the sandbox of session %s failed: %s: %s",
+                sandbox.session_id,
                 type(exc).__name__,
                 exc,
                 exc_info=exc,

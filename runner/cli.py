@@ -676,6 +676,45 @@ def _has_text(path: Path, text: str) -> bool:
 
 
 @main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="0: any free port.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="save: steps write under DIR/<session id>/.",
+)
+@click.option(
+    "--db", type=click.Path(dir_okay=False), help="The SQLite file [default: DIR/runner-serve.db]."
+)
+def serve(files: tuple[str, ...], host: str, port: int, output_dir: str, db: str | None) -> None:
+    """Serve the sessions of FILES' agents over HTTP (first slice; see the README).
+
+    Every request needs Authorization: Bearer $RUNNER_SERVE_TOKEN; without the
+    variable the server listens only on loopback, with a token it prints.
+    Sessions, events and finished steps are kept in a SQLite file, so a server
+    killed and started again finds every session that was not closed.
+    """
+    import anyio
+
+    from .serve import ServeError
+    from .serve import serve as run_server
+
+    try:
+        anyio.run(lambda: run_server(files, host=host, port=port, output_dir=output_dir, db=db))
+    except ServeError as exc:
+        _fail(str(exc), details=exc.details)
+
+
+@main.command()
 def gc() -> None:
     """Remove sandbox containers that expired or whose runner process is gone,
     and snapshots older than 7 days or beyond the 20 newest."""

@@ -1,0 +1,155 @@
+"""``runner serve``: the sessions of YAML agents over HTTP, journaled in SQLite.
+
+The pieces, one concept each:
+
+- ``_http``: a small HTTP/1.1 server (anyio + h11) with bounded requests;
+- ``_app``: the routes, the bearer token and the OpenAPI document;
+- ``_sessions``: starting, driving, closing and resuming sessions;
+- ``_journal``: finished steps recorded, and not run again;
+- ``_store``: the SQLite file behind all of it.
+
+docs/serve-design.md says what is built, what is not yet, and why.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+#: A request body larger than this is refused with 413 (inputs and messages are small).
+MAX_BODY_BYTES = 1 << 20
+#: The shortest RUNNER_SERVE_TOKEN accepted.
+MIN_TOKEN_LENGTH = 16
+
+
+class ServeError(Exception):
+    """The server cannot start; the message says why (the CLI exits 2)."""
+
+    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.details = list(details)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_token(host: str, environ: dict[str, str] | None = None) -> tuple[str, bool]:
+    """The bearer token and whether it was generated (loopback without one set).
+
+    Without ``RUNNER_SERVE_TOKEN`` the server refuses any non-loopback address;
+    on loopback it makes a random token and prints it once, as Jupyter does.
+    """
+    token = (os.environ if environ is None else environ).get("RUNNER_SERVE_TOKEN", "")
+    if token:
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise ServeError(
+                f"RUNNER_SERVE_TOKEN is shorter than {MIN_TOKEN_LENGTH} characters; "
+                'make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
+        return token, False
+    if not is_loopback(host):
+        raise ServeError(
+            f"refusing to listen on {host} without a token: set RUNNER_SERVE_TOKEN "
+            "(every request must then send Authorization: Bearer $RUNNER_SERVE_TOKEN), "
+            "or listen on 127.0.0.1"
+        )
+    return secrets.token_urlsafe(32), True
+
+
+def load_agents(files: Sequence[str], output_dir: Path) -> dict:
+    """Compile every file once (a broken file stops the server before it listens)."""
+    from ..config import ConfigError, compile_file
+    from ._sessions import AgentFile
+
+    agents: dict[str, AgentFile] = {}
+    for file in files:
+        try:
+            compiled = compile_file(file, output_dir=output_dir)
+        except ConfigError as exc:
+            problems = [str(p) for p in exc.problems]
+            raise ServeError(f"{len(problems)} problem(s) in {file}", problems) from None
+        name = compiled.agent.name
+        if name in agents:
+            raise ServeError(
+                f"two files declare an agent named {name!r}: {agents[name].path} and {file}"
+            )
+        agents[name] = AgentFile(
+            name=name, path=Path(file).resolve(), backend=compiled.agent.environment.backend
+        )
+    return agents
+
+
+async def serve(
+    files: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    output_dir: str | Path = ".",
+    db: str | Path | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
+) -> None:
+    """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
+    are resumed by the next start."""
+    from ._app import App
+    from ._http import serve_forever
+    from ._sessions import Sessions
+    from ._store import Store, StoreInUseError
+
+    token, generated = server_token(host)
+    out = Path(output_dir).resolve()
+    agents = load_agents(files, out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        store = Store(Path(db) if db else out / "runner-serve.db")
+    except StoreInUseError as exc:
+        raise ServeError(str(exc)) from None
+    try:
+        listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    except OSError as exc:
+        store.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_port)
+    try:
+        async with anyio.create_task_group() as tg:
+            sessions = Sessions(agents=agents, store=store, output_dir=out, task_group=tg)
+            resumed = await sessions.resume_all()
+            app = App(sessions, token=token)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, say)
+            tg.start_soon(serve_forever, listener, app, max_body_bytes)
+            url_host = f"[{host}]" if ":" in host else host
+            if generated:
+                say(f"RUNNER_SERVE_TOKEN is not set; this run's token is {token}")
+            if resumed:
+                say(f"resuming {len(resumed)} session(s) left open: {', '.join(resumed)}")
+            say(
+                f"serving {', '.join(sorted(agents))} on http://{url_host}:{bound} "
+                f"(database {store.path}, output {out})"
+            )
+    finally:
+        store.close()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, say: Callable[[str], None]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            say("stopping; sessions left open resume at the next start")
+            scope.cancel()
+            return
+
+
+__all__ = ["MAX_BODY_BYTES", "ServeError", "is_loopback", "serve", "server_token"]

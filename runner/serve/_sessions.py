@@ -1,0 +1,566 @@
+"""The sessions a server runs: start, turns, close, and resume after a restart.
+
+Each session's work (its ``on_create``, each turn, its close) runs in a task
+of the server's task group, inside a context that records the session's
+events (already scrubbed of its secrets) into the store and wakes the
+clients following them.  A client that disconnects does not stop that work.
+
+Every state change is written to the store before the next step: the status
+(``starting``, ``waiting``, ``running``, ``closing``, then ``closed`` or
+``failed``), where the sandbox is (once it exists, before any ``on_create``),
+each finished YAML step and hook point (``_journal``).  At start-up,
+:meth:`Sessions.resume_all` finds every session that was not closed and picks
+it up where the journal says it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+
+from .._errors import SessionInputError
+from .._events import add_secrets, emit, listen, scrubbed
+from .._inputs import SessionInput, closest, scrub, secret_strings
+from .._lifecycle import LifecyclePlan, open_sandbox, resume_sandbox
+from .._session import Session
+from ._journal import follow_hook_clock, journal_steps, record_hook_point
+from ._store import FINAL_STATUSES, SessionRow, Store
+
+logger = logging.getLogger("runner.serve")
+
+#: What the store holds in place of a secret input's value.
+SECRET_REFERENCE = {"$secret": "held in the server's memory only; never stored"}
+
+
+class ApiError(Exception):
+    """An error the API answers with ``{"error": code, "message": ...}``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class AgentFile:
+    """An agent the server serves: its name and the YAML file it is compiled from."""
+
+    name: str
+    path: Path
+    backend: str
+
+
+@dataclass
+class Live:
+    """A session this process is running: its compile, its inputs, its ``Session``."""
+
+    compiled: Any
+    inputs: dict[str, SessionInput]
+    session: Session | None = None
+    #: One turn at a time (``Session`` has its own lock; this one also covers the status).
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class Sessions:
+    def __init__(
+        self,
+        *,
+        agents: Mapping[str, AgentFile],
+        store: Store,
+        output_dir: Path,
+        task_group: anyio.abc.TaskGroup,
+    ) -> None:
+        self.agents = dict(agents)
+        self.store = store
+        self.output_dir = output_dir
+        self.tg = task_group
+        self.live: dict[str, Live] = {}
+        #: Clients following a session's events wait on these (one per session).
+        self._changed: dict[str, anyio.Event] = {}
+        self._loop_thread = threading.get_ident()
+
+    # --- helpers ------------------------------------------------------------
+
+    def _compile(self, agent: AgentFile, session_id: str) -> Any:
+        """Compile the agent's file for one session: its save: steps write under
+        OUTPUT_DIR/<session id>/, and its steps are journaled."""
+        from ..config import compile_file
+
+        compiled = compile_file(agent.path, output_dir=self.output_dir / session_id)
+        journal_steps(compiled.agent.plan, self.store)
+        return compiled
+
+    def changed(self, session_id: str) -> anyio.Event:
+        return self._changed.setdefault(session_id, anyio.Event())
+
+    def _notify(self, session_id: str) -> None:
+        event = self._changed.pop(session_id, None)
+        if event is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            event.set()
+        else:  # an event emitted from a worker thread
+            anyio.from_thread.run_sync(event.set)
+
+    def _recorder(self, session_id: str, plan: LifecyclePlan) -> Callable[[dict], None]:
+        def record(event: dict[str, Any]) -> None:
+            if event.get("session_id") not in (None, session_id):
+                return
+            self.store.add_event(session_id, event)
+            if event["event"] in ("hook_started", "hook_finished", "hook_failed", "hook_cancelled"):
+                follow_hook_clock(self.store, plan, session_id, event)
+            if event["event"] == "hook_finished":
+                record_hook_point(self.store, plan, session_id, event)
+            elif event["event"] == "hook_failed" and event["point"] == "on_create":
+                # The lifecycle now unwinds (on_destroy of the completed hooks,
+                # then delete): a restart must finish that, not run on_create.
+                self.store.update(session_id, status="closing")
+            self._notify(session_id)
+
+        return record
+
+    def _set(self, session_id: str, **fields: Any) -> None:
+        self.store.update(session_id, **fields)
+        self._notify(session_id)
+
+    async def _in_session(
+        self, session_id: str, live: Live, work: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        """Run ``work`` in a task of the server (it outlives the request), with
+        the session's events recorded and its secrets scrubbed; return its result."""
+        done = anyio.Event()
+        outcome: list[Any] = []
+
+        async def task() -> None:
+            with listen(self._recorder(session_id, live.compiled.agent.plan)):
+                add_secrets(secret_strings(live.inputs.values()))
+                try:
+                    outcome.append(("ok", await work()))
+                except BaseException as exc:
+                    outcome.append(("error", exc))
+                    if not isinstance(exc, Exception):
+                        raise
+                finally:
+                    done.set()
+
+        self.tg.start_soon(task)
+        await done.wait()
+        kind, value = outcome[0]
+        if kind == "error":
+            raise value
+        return value
+
+    def row(self, session_id: str) -> SessionRow:
+        row = self.store.session(session_id)
+        if row is None:
+            raise ApiError(404, "not_found", f"no session {session_id!r}")
+        return row
+
+    # --- create -------------------------------------------------------------
+
+    def validate(
+        self, body: Any, session_id: str
+    ) -> tuple[AgentFile, Any, dict[str, SessionInput], dict, str]:
+        """Check a create request; nothing is created.  Returns the agent, its
+        compile for ``session_id``, the resolved inputs, the inputs to store
+        (secrets as references) and the request's fingerprint."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "the body must be a JSON object")
+        unknown = set(body) - {"agent", "inputs", "idempotency_key"}
+        if unknown:
+            raise ApiError(400, "bad_request", f"unknown field(s): {', '.join(sorted(unknown))}")
+        name = body.get("agent")
+        if name is None and len(self.agents) == 1:
+            name = next(iter(self.agents))
+        if not isinstance(name, str) or name not in self.agents:
+            served = ", ".join(sorted(self.agents))
+            raise ApiError(400, "unknown_agent", f"unknown agent {name!r} (served: {served})")
+        raw = body.get("inputs") or {}
+        if not isinstance(raw, dict):
+            raise ApiError(400, "bad_input", "inputs must be an object of input_id: value")
+        key = body.get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 255):
+            raise ApiError(
+                400, "bad_request", "idempotency_key must be a string of 1-255 characters"
+            )
+        agent = self.agents[name]
+        compiled = self._compile(agent, session_id)
+        for input_id in raw:
+            if input_id not in compiled.inputs:
+                near = closest(input_id, list(compiled.inputs))
+                hint = (
+                    f"did you mean {near!r}?"
+                    if near
+                    else f"declared: {', '.join(sorted(compiled.inputs)) or 'none'}"
+                )
+                raise ApiError(400, "bad_input", f"inputs: unknown input {input_id!r}; {hint}")
+        resolved = _resolve(compiled, raw)
+        stored = {
+            input_id: SECRET_REFERENCE
+            if compiled.inputs[input_id].input_class.__secret__
+            else value
+            for input_id, value in raw.items()
+        }
+        # Secret values take no part: nothing derived from them is stored.
+        fingerprint = hashlib.sha256(
+            json.dumps({"agent": name, "inputs": stored}, sort_keys=True).encode()
+        ).hexdigest()
+        return agent, compiled, resolved, stored, fingerprint
+
+    async def create(self, body: Any) -> tuple[SessionRow, bool]:
+        """Create (or, for a known idempotency key, find) a session; returns it and
+        whether it is new.  Its ``on_create`` runs in the background."""
+        session_id = f"sess_{os.urandom(16).hex()}"
+        agent, compiled, resolved, stored, fingerprint = self.validate(body, session_id)
+        key = body.get("idempotency_key")
+        if key is not None:
+            existing = self.store.session_by_key(key)
+            if existing is not None:
+                return self._same(existing, fingerprint), False
+        row = self.store.create_session(
+            session_id=session_id,
+            agent=agent.name,
+            inputs=stored,
+            idempotency_key=key,
+            fingerprint=fingerprint,
+            file_hash=_file_hash(agent.path),
+            backend=agent.backend,
+        )
+        if row is None:  # a concurrent request took the key first
+            return self._same(self.store.session_by_key(key), fingerprint), False  # type: ignore[arg-type]
+        live = Live(compiled=compiled, inputs=resolved)
+        self.live[session_id] = live
+        self.tg.start_soon(self._start, session_id, live)
+        return row, True
+
+    @staticmethod
+    def _same(existing: SessionRow, fingerprint: str) -> SessionRow:
+        if existing.fingerprint != fingerprint:
+            raise ApiError(
+                409,
+                "idempotency_conflict",
+                f"idempotency key {existing.idempotency_key!r} belongs to session {existing.id}, "
+                "which was created with another agent or other inputs",
+            )
+        return existing
+
+    async def _start(self, session_id: str, live: Live) -> None:
+        agent = live.compiled.agent
+
+        def remember_sandbox(sandbox: Any) -> None:
+            self._set(session_id, sandbox=_sandbox_record(sandbox))
+
+        async def work() -> None:
+            emit("session_starting", session_id=session_id, agent=agent.name)
+            ttl = agent.environment.ttl_seconds
+            sandbox = await open_sandbox(
+                agent.environment,
+                agent.plan,
+                live.inputs,
+                session_id=session_id,
+                expires_at=time.time() + ttl if ttl else None,  # a container's expiry label
+                on_created=remember_sandbox,
+            )
+            self._opened(session_id, live, sandbox, agent.plan)
+            emit("session_started", session_id=session_id, agent=agent.name)
+
+        await self._guarded_start(session_id, live, work)
+
+    async def _guarded_start(
+        self, session_id: str, live: Live, work: Callable[[], Awaitable[None]]
+    ) -> None:
+        try:
+            await self._in_session(session_id, live, work)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self._fail(session_id, "the server stopped while the session was starting")
+            raise
+        except Exception as exc:
+            self._fail(session_id, _start_error(exc, live))
+        else:
+            self._set(session_id, status="waiting")
+
+    def _opened(self, session_id: str, live: Live, sandbox: Any, plan: LifecyclePlan) -> None:
+        agent = live.compiled.agent
+        live.session = Session(
+            agent=agent,
+            session_id=session_id,
+            sandbox=sandbox,
+            plan=plan,
+            inputs=live.inputs,
+            ttl_seconds=None,  # the server keeps the TTL (_close_at_ttl), across restarts
+        )
+        ttl = agent.environment.ttl_seconds
+        if ttl:
+            self.tg.start_soon(self._close_at_ttl, session_id, ttl)
+
+    def _fail(self, session_id: str, reason: str) -> None:
+        self.live.pop(session_id, None)
+        self._set(session_id, status="failed", error=reason)
+
+    # --- turns and close ----------------------------------------------------
+
+    def _live(self, session_id: str, *, action: str) -> Live:
+        row = self.row(session_id)
+        live = self.live.get(session_id)
+        if row.status in FINAL_STATUSES or live is None or live.session is None:
+            why = f"is {row.status}" + (f" ({row.error})" if row.error else "")
+            raise ApiError(409, "conflict", f"cannot {action}: session {session_id} {why}")
+        return live
+
+    async def message(self, session_id: str, text: str) -> dict[str, Any]:
+        live = self._live(session_id, action="send a message")
+        session = live.session
+        assert session is not None
+        try:
+            live.compiled.agent.resolve_model()
+        except Exception as exc:  # no key for the model: the CLI's usage error
+            raise ApiError(400, "model_unavailable", str(exc)) from None
+        async with live.lock:
+            self._live(session_id, action="send a message")
+            self._set(session_id, status="running")
+
+            async def work() -> dict[str, Any]:
+                from .._model import Completed
+
+                result = await session.run(text)
+                # Kept for a resumed session, scrubbed like every event: after a
+                # restart the model sees *** where a secret was.  (Session has no
+                # public accessor for its messages yet.)
+                self.store.update(session_id, conversation=scrubbed(session._conversation))
+                return {
+                    "status": "completed" if isinstance(result, Completed) else "failed",
+                    "text": scrubbed(getattr(result, "text", None)),
+                    "error": scrubbed(getattr(result, "error", None)),
+                }
+
+            try:
+                turn = await self._in_session(session_id, live, work)
+            except Exception as exc:
+                turn = {
+                    "status": "failed",
+                    "text": None,
+                    "error": _hide_secrets(f"{type(exc).__name__}: {exc}", live),
+                }
+            if self.row(session_id).status == "running":
+                self._set(session_id, status="waiting", result={"turn": turn})
+            return turn
+
+    async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
+        row = self.row(session_id)
+        if row.status in FINAL_STATUSES:
+            return row
+        live = self.live.get(session_id)
+        if live is None or live.session is None:
+            raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")
+        self._set(session_id, status="closing")
+        session = live.session
+        await self._in_session(session_id, live, lambda: session.close(reason=reason))
+        self._finish_close(session_id, session)
+        return self.row(session_id)
+
+    async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
+        """Close the session ``ttl`` seconds after it was created (the sandbox's
+        ``ttl_seconds``), counted from the stored creation time, so a session
+        whose TTL passed while the server was down closes as soon as it resumes."""
+        row = self.row(session_id)
+        await anyio.sleep(max(0.0, row.created_at + ttl - time.time()))
+        live = self.live.get(session_id)
+        if live is None or live.session is None:
+            return
+        with contextlib.suppress(ApiError):  # closed or failed meanwhile
+            await self.close(session_id, reason=f"ttl_seconds={ttl:g} expired")
+
+    def _finish_close(self, session_id: str, session: Session) -> None:
+        self.live.pop(session_id, None)
+        failures = [str(f) for f in session.destroy_failures]
+        self._set(
+            session_id,
+            status="failed" if failures else "closed",
+            error="; ".join(failures) or None,
+        )
+
+    # --- resume -------------------------------------------------------------
+
+    async def resume_all(self) -> list[str]:
+        """Pick up every session a stopped server left open; returns their ids."""
+        rows = self.store.sessions(open_only=True)
+        for row in rows:
+            self.tg.start_soon(self._resume, row)
+        return [row.id for row in rows]
+
+    async def _resume(self, row: SessionRow) -> None:
+        session_id = row.id
+        agent = self.agents.get(row.agent)
+        if agent is None:
+            await self._delete_orphan(row)
+            self._fail(session_id, f"agent {row.agent!r} is not served by this server")
+            return
+        secret = [i for i, v in row.inputs.items() if v == SECRET_REFERENCE]
+        if secret:
+            reason = (
+                f"the server restarted and the secret input(s) {', '.join(secret)} were held "
+                "only in its memory (secret values are never stored): the session cannot resume"
+            )
+            await self._delete_orphan(row)
+            self._fail(session_id, reason)
+            return
+        if _file_hash(agent.path) != row.file_hash:
+            await self._delete_orphan(row)
+            self._fail(
+                session_id,
+                f"the server restarted and {agent.path} changed since the session started: "
+                "its journal of finished steps cannot be replayed on another file",
+            )
+            return
+        try:
+            compiled = self._compile(agent, session_id)
+            inputs = _resolve(compiled, row.inputs)
+        except Exception as exc:
+            await self._delete_orphan(row)
+            self._fail(session_id, f"cannot resume: {exc}")  # input errors never quote a secret
+            return
+        live = Live(compiled=compiled, inputs=inputs)
+        self.live[session_id] = live
+        if row.sandbox is None:  # stopped before its sandbox existed: start afresh
+            await self._start(session_id, live)
+            return
+        sandbox, problem = _reattach(compiled.agent.environment, row)
+        if sandbox is None:
+            self._fail(session_id, f"the server restarted and {problem}")
+            return
+        plan = compiled.agent.plan
+        if row.status == "starting":
+            completed = self.store.finished_hooks(session_id, "on_create")
+
+            async def work() -> None:
+                await resume_sandbox(
+                    sandbox,
+                    plan,
+                    inputs,
+                    completed=completed,
+                    cleanup_timeout_seconds=compiled.agent.environment.cleanup_timeout_seconds,
+                )
+                self._opened(session_id, live, sandbox, plan)
+                emit("session_started", session_id=session_id, agent=compiled.agent.name)
+
+            await self._guarded_start(session_id, live, work)
+        elif row.status == "closing":
+            created = self.store.finished_hooks(session_id, "on_create")
+            destroyed = self.store.finished_hooks(session_id, "on_destroy")
+            owed = LifecyclePlan(
+                tuple(h for i, h in enumerate(plan.hooks) if i in created and i not in destroyed)
+            )
+            self._opened(session_id, live, sandbox, owed)
+            session = live.session
+            assert session is not None
+            await self._in_session(session_id, live, lambda: session.close(reason="resumed"))
+            self._finish_close(session_id, session)
+        else:
+            self._opened(session_id, live, sandbox, plan)
+            if row.conversation and live.session is not None:
+                live.session._conversation = list(row.conversation)
+            if row.status == "running":
+                turn = {
+                    "status": "failed",
+                    "text": None,
+                    "error": "the server stopped during this turn; send the message again",
+                }
+                self._set(session_id, status="waiting", result={"turn": turn})
+
+    async def _delete_orphan(self, row: SessionRow) -> None:
+        """Delete the sandbox of a session that cannot resume (no hook runs)."""
+        sandbox, _ = _reattach(None, row)
+        if sandbox is not None:
+            try:
+                await sandbox.delete()
+            except Exception as exc:
+                logger.error("deleting the sandbox of %s failed: %s", row.id, exc)
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _resolve(compiled: Any, raw: Mapping[str, Any]) -> dict[str, SessionInput]:
+    """Validate inputs exactly as ``runner run`` does (same errors, same messages)."""
+    from .._dependencies import resolve_inputs
+
+    agent = compiled.agent
+    try:
+        return resolve_inputs(raw, [*agent.declared_inputs, *agent.plan.dependencies])
+    except SessionInputError as exc:
+        raise ApiError(400, "bad_input", str(exc)) from None
+
+
+def _hide_secrets(text: str, live: Live) -> str:
+    """``text`` without the session's secrets (outside the session's own
+    context, where events are scrubbed by themselves)."""
+    return scrub(text, secret_strings(live.inputs.values()))
+
+
+def _start_error(exc: BaseException, live: Live) -> str:
+    """Why a session failed to start.  As the seeds say of a deployed agent, a
+    hook's failure names only the hook and the exception type; its full
+    (scrubbed) message is in the session's ``hook_failed``/``step_failed`` events."""
+    hook = getattr(exc, "runner_hook", None)
+    if hook:
+        return f"hook {hook[0]}.{hook[1]} failed: {type(exc).__name__}"
+    return f"the session failed to start: {type(exc).__name__}: {_hide_secrets(str(exc), live)}"
+
+
+def _sandbox_record(sandbox: Any) -> dict[str, Any]:
+    """Where a sandbox is, so a restarted server can find it again."""
+    record: dict[str, Any] = {"created_at": time.time()}
+    root = getattr(sandbox, "root", None)
+    if root is not None:
+        record["root"] = str(root)
+    container = getattr(sandbox, "container_id", None)
+    if container is not None:
+        record["container_id"] = container
+    return record
+
+
+def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
+    """The sandbox of ``row`` again, or (None, why it cannot be found).
+
+    ``environment`` gives the shell and settings commands run with; None gives
+    a sandbox good only for ``delete()``.
+    """
+    record = row.sandbox or {}
+    if row.backend == "local" and "root" in record:
+        from ..sandboxes.local import LocalSandbox
+
+        root = Path(record["root"])
+        if not (root / "workspace").is_dir():
+            return None, f"its sandbox is gone (workspace {root / 'workspace'} no longer exists)"
+        return (
+            LocalSandbox(
+                root=root,
+                session_id=row.id,
+                shell=environment.shell if environment else "/bin/sh",
+                env=environment.env if environment else {},
+                default_exec_timeout_seconds=(
+                    environment.default_exec_timeout_seconds if environment else 30
+                ),
+            ),
+            "",
+        )
+    return None, (
+        f"re-attaching a {row.backend} sandbox is not built yet (docs/serve-design.md); "
+        "`runner gc` removes a container left behind"
+    )

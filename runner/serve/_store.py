@@ -1,0 +1,300 @@
+"""The server's journal: sessions, their events and finished steps, in SQLite.
+
+One file (``--db``, default ``runner-serve.db`` in the output folder), opened
+in WAL mode, zero set-up.  Every write commits before the call returns, so a
+server killed with SIGKILL loses nothing it had recorded: WAL with
+``synchronous=NORMAL`` survives a crashed process (not a power cut, which
+would need ``FULL``; see docs/serve-design.md).
+
+What is never written here: a secret value.  Inputs are stored as the
+client sent them with every secret input replaced by a reference
+(``{"$secret": "memory"}``), events are stored after the lifecycle scrubbed
+them, and errors are the scrubbed texts the events carry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Statuses a session can have; the last two are final.
+OPEN_STATUSES = ("starting", "waiting", "running", "closing")
+FINAL_STATUSES = ("closed", "failed")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    status TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    fingerprint TEXT NOT NULL,
+    file_hash TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    sandbox TEXT,
+    result TEXT,
+    error TEXT,
+    conversation TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS steps (
+    session_id TEXT NOT NULL,
+    hook INTEGER NOT NULL,
+    point TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    details TEXT NOT NULL,
+    finished_at REAL NOT NULL,
+    PRIMARY KEY (session_id, hook, point, step)
+);
+"""
+
+#: ``steps.step`` of a row that records a whole hook point as finished.
+WHOLE_HOOK = -1
+
+
+@dataclass
+class SessionRow:
+    id: str
+    agent: str
+    status: str
+    inputs: dict[str, Any]
+    idempotency_key: str | None
+    fingerprint: str
+    #: sha256 of the agent's YAML file when the session started (the journal's positions).
+    file_hash: str
+    backend: str
+    sandbox: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: str | None
+    #: The messages so far, scrubbed of the session's secrets (for a resumed session).
+    conversation: list[dict[str, Any]] | None
+    created_at: float
+    updated_at: float
+
+    def public(self) -> dict[str, Any]:
+        """What ``GET /v1/sessions/{id}`` answers (inputs hold references, not secrets)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "status": self.status,
+            "inputs": self.inputs,
+            "idempotency_key": self.idempotency_key,
+            "result": self.result,
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+class StoreInUseError(Exception):
+    """Another server holds the database: two would resume the same sessions."""
+
+
+class Store:
+    """A SQLite journal, safe to call from the event loop (each call is one short
+    transaction) and from worker threads (one lock around the connection).
+
+    One server per file: an exclusive ``flock`` on ``PATH.lock``, held while the
+    store is open (the kernel drops it when the process dies, even by SIGKILL).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._owner = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._owner)
+            raise StoreInUseError(
+                f"another runner serve is using {self.path}; give this one its own --db"
+            ) from None
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        os.close(self._owner)
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(sql, args)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # --- sessions -----------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        agent: str,
+        inputs: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        file_hash: str,
+        backend: str,
+    ) -> SessionRow | None:
+        """Insert a session; None (and nothing written) if the key is taken."""
+        now = time.time()
+        try:
+            self._write(
+                "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
+                " file_hash, backend, created_at, updated_at)"
+                " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    agent,
+                    json.dumps(inputs),
+                    idempotency_key,
+                    fingerprint,
+                    file_hash,
+                    backend,
+                    now,
+                    now,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            return None
+        return self.session(session_id)
+
+    def update(self, session_id: str, **fields: Any) -> None:
+        """Set ``status``, ``sandbox``, ``result``, ``error`` or ``conversation``."""
+        json_fields = {"sandbox", "result", "conversation"}
+        allowed = {"status", "error", *json_fields}
+        if not fields or set(fields) - allowed:
+            raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
+        values = [
+            json.dumps(v) if k in json_fields and v is not None else v for k, v in fields.items()
+        ]
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        self._write(
+            f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
+            (*values, time.time(), session_id),
+        )
+
+    def session(self, session_id: str) -> SessionRow | None:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return _row(rows[0]) if rows else None
+
+    def session_by_key(self, key: str) -> SessionRow | None:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM sessions WHERE idempotency_key = ?", (key,))
+        return _row(rows[0]) if rows else None
+
+    def sessions(self, *, open_only: bool = False) -> list[SessionRow]:
+        where = f" WHERE status IN {OPEN_STATUSES!r}" if open_only else ""
+        rows = self._rows(f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at")
+        return [_row(r) for r in rows]
+
+    # --- events -------------------------------------------------------------
+
+    def add_event(self, session_id: str, event: dict[str, Any]) -> int:
+        """Append an (already scrubbed) event; return its sequence number (1, 2, ...)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (last,) = self._db.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                self._db.execute(
+                    "INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)",
+                    (session_id, last + 1, json.dumps(event, default=str)),
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return last + 1
+
+    def events(self, session_id: str, *, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        rows = self._rows(
+            "SELECT seq, event FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, after),
+        )
+        for seq, text in rows:
+            yield seq, json.loads(text)
+
+    # --- the step journal ---------------------------------------------------
+
+    def finish_step(
+        self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> None:
+        """Record a finished step (``step=WHOLE_HOOK``: a whole hook point)."""
+        self._write(
+            "INSERT OR REPLACE INTO steps (session_id, hook, point, step, details, finished_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (session_id, hook, point, step, json.dumps(details), time.time()),
+        )
+
+    def finished_step(
+        self, session_id: str, hook: int, point: str, step: int
+    ) -> dict[str, Any] | None:
+        """The recorded details of a finished step, or None if it never finished."""
+        rows = self._rows(
+            "SELECT details FROM steps WHERE session_id = ? AND hook = ? AND point = ?"
+            " AND step = ?",
+            (session_id, hook, point, step),
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    def finished_hooks(self, session_id: str, point: str) -> set[int]:
+        rows = self._rows(
+            "SELECT hook FROM steps WHERE session_id = ? AND point = ? AND step = ?",
+            (session_id, point, WHOLE_HOOK),
+        )
+        return {hook for (hook,) in rows}
+
+
+_NAMES = (
+    "id",
+    "agent",
+    "status",
+    "inputs",
+    "idempotency_key",
+    "fingerprint",
+    "file_hash",
+    "backend",
+    "sandbox",
+    "result",
+    "error",
+    "conversation",
+    "created_at",
+    "updated_at",
+)
+_COLUMNS = ", ".join(_NAMES)
+_JSON = {"inputs", "sandbox", "result", "conversation"}
+
+
+def _row(row: tuple[Any, ...]) -> SessionRow:
+    values = dict(zip(_NAMES, row, strict=True))
+    for name in _JSON:
+        values[name] = json.loads(values[name]) if values[name] else None
+    return SessionRow(**values)
