@@ -404,3 +404,138 @@ def test_a_line_without_the_token_ends_the_shell_helper(docker_client) -> None:
         assert outcomes == ["/ran", "", ""]
     finally:
         container.remove(force=True)
+
+
+# --- found by an attacker's review -----------------------------------------------------
+
+
+async def test_a_background_child_holding_the_output_is_killed_at_the_timeout(
+    docker_backend, image
+) -> None:
+    """``server &`` keeps the output open: the command times out (124) with
+    what it printed, its child is killed, and the channel goes on (the
+    Python helper on the full image, the shell helper on the others)."""
+    _kind, tag = image
+    async with await open_session(docker_backend, image=tag) as session:
+        box = session.sandbox
+        started = time.monotonic()
+        result = await box.execute("echo started; sleep 100 &", timeout_seconds=3)
+        took = time.monotonic() - started
+        left = await box.execute_as_root(
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+            " | grep -c '^sleep 100'"
+        )
+        assert box.channel is not None
+    assert (result.exit_code, result.timed_out, result.stdout) == (124, True, "started\n")
+    assert took < 8, took
+    assert left.stdout.strip() == "0"
+
+
+async def test_a_process_that_leaves_the_group_cannot_hold_the_answer(
+    docker_backend, image
+) -> None:
+    """A child in a session of its own keeps the pipes: the answer comes at
+    the timeout and a grace, with no made-up cut, and no root process of the
+    helper's is left behind."""
+    _kind, tag = image
+    count_root_copies = (
+        "n=0; for p in /proc/[0-9]*; do"
+        ' [ "$(stat -c %u $p 2>/dev/null)" = 0 ] || continue;'
+        " case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in dd*|tee*|tail*|head*|wc*) n=$((n+1));; esac;"
+        " done; echo $n"
+    )
+    async with await open_session(docker_backend, image=tag, exec_channel="shell") as session:
+        box = session.sandbox
+        before = await box.execute_as_root(count_root_copies)
+        started = time.monotonic()
+        result = await box.execute("setsid sleep 300 & sleep 100", timeout_seconds=2)
+        took = time.monotonic() - started
+        await anyio.sleep(0.5)
+        after = await box.execute_as_root(count_root_copies)
+        assert box.channel is not None
+        assert (await box.execute("echo on")).stdout == "on\n"
+    assert (result.exit_code, result.timed_out) == (124, True)
+    assert "omitted" not in result.stdout + result.stderr, result
+    assert took < 8, took
+    assert int(after.stdout) <= int(before.stdout), (before.stdout, after.stdout)
+
+
+#: What the agent plants in a directory of its own that the container's PATH
+#: names first: were the root helper to look its tools up there, it would run them.
+PLANT = """
+mkdir -p /workspace/bin
+for tool in dd wc cat head tail stat mkfifo tee setsid setpriv nsenter sleep rm env ls mktemp sh; do
+  printf '#!/bin/sh\\nid -u > /workspace/pwned-$(basename $0)\\n' > /workspace/bin/$tool
+  chmod +x /workspace/bin/$tool
+done
+"""
+
+
+async def test_the_helper_never_runs_a_tool_from_a_directory_the_agent_writes(
+    docker_backend, image
+) -> None:
+    _kind, tag = image
+    path = "/workspace/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    async with await open_session(
+        docker_backend, image=tag, exec_channel="shell", env={"PATH": path}
+    ) as session:
+        box = session.sandbox
+        assert (await box.execute(PLANT)).exit_code == 0
+        await box.write_file("f", b"data")
+        assert await box.read_file("f") == b"data"
+        seen = await box.execute("echo $PATH")
+        timed = await box.execute("while :; do :; done", timeout_seconds=1)
+        planted = await box.execute_as_root("cat /workspace/pwned-* 2>/dev/null | sort -u")
+    # Commands still get the container's PATH (and so the agent's tools)...
+    assert seen.stdout.splitlines() == [path]
+    assert timed.timed_out
+    # ...but nothing of the helper's ran from there: only the agent's own
+    # command did, as the agent (uid 1000).
+    assert planted.stdout.split() in ([], ["1000"]), planted
+
+
+async def test_the_containers_environment_reaches_commands_whatever_its_names(
+    docker_backend, image
+) -> None:
+    """Names the helper uses for itself (D, P, TOKEN, f, id, ...) must not
+    replace the author's values, nor hand the channel's token to the agent."""
+    _kind, tag = image
+    names = ["D", "P", "W", "f", "id", "TOKEN", "AS", "PATH_X", "S1", "S3", "v", "line"]
+    env = {name: f"author-{name}" for name in names}
+    async with await open_session(
+        docker_backend, image=tag, exec_channel="shell", env=env
+    ) as session:
+        script = "; ".join(f'printf "%s\\n" "${name}"' for name in names)
+        result = await session.sandbox.execute(script, env={"EXTRA": "x"})
+        plain = await session.sandbox.execute(script)
+    assert result.stdout.splitlines() == [f"author-{name}" for name in names]
+    assert plain.stdout == result.stdout
+
+
+async def test_long_and_odd_commands_get_the_python_helpers_answers(docker_backend) -> None:
+    answers = {}
+    for helper in ("python", "shell"):
+        async with await open_session(docker_backend, exec_channel=helper) as session:
+            box = session.sandbox
+            started = time.monotonic()
+            many_lines = await box.execute("cat <<'EOF' | wc -l\n" + "x\n" * 50000 + "EOF")
+            took = time.monotonic() - started
+            too_long = await box.execute("true" + "\n" * 400000)
+            surrogate = await box.execute("echo \ud800")
+            surrogate_env = await box.execute("true", env={"X": "\ud800"})
+            linked = await box.execute("mkdir -p d && ln -sfn d dlink && pwd", cwd="dlink")
+            oldpwd = await box.execute('echo "${OLDPWD-unset}"', cwd="/tmp")
+            answers[helper] = [
+                (many_lines.exit_code, many_lines.stdout),
+                (too_long.exit_code, "Argument list too long" in too_long.stderr),
+                surrogate.exit_code,
+                surrogate_env.exit_code,
+                linked.stdout,
+                oldpwd.stdout,
+            ]
+            assert took < 5, (helper, took)
+            assert box.channel is not None
+            if helper == "shell":
+                assert box.channel._pending == {}  # nothing left waiting
+    assert answers["shell"] == answers["python"]
+    assert answers["shell"][:2] == [(0, "50000\n"), (126, True)]

@@ -14,35 +14,57 @@ import json
 import struct
 from typing import Any
 
+#: The longest single argument or environment entry Linux passes to a
+#: program (MAX_ARG_STRLEN, 32 pages of 4 KiB, with its NUL).
+MAX_ARG_BYTES = 131072 - 1
+#: A string of more lines than this goes to the shell helper as a byte count
+#: and raw bytes, not line by line (joining lines in sh is quadratic).
+MAX_STRING_LINES = 64
 
-def has_nul(header: dict[str, Any]) -> bool:
-    strings = [*header.get("argv", ()), header.get("cwd") or "", header.get("path") or ""]
-    strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
-    return any("\0" in text for text in strings)
 
-
-def shell_request(header: dict[str, Any], request_id: int, body_size: int) -> bytes:
-    """A request as the shell helper reads it (see ``_exec_helper.sh``):
-    ``OP ID USER A B N`` and N strings, each its line count then its lines."""
-    op, user = header["op"], header.get("user")
-    who = "-" if user is None else f"{int(user[0])}:{int(user[1])}"
+def shell_strings(header: dict[str, Any]) -> tuple[bytes, dict[str, str] | None]:
+    """The strings of a request, encoded for the shell helper, or the error
+    the Python helper would answer for them (its Popen refuses the same)."""
     strings: list[str] = []
-    a = b = 0
-    if op == "exec":
+    if header["op"] == "exec":
         shell, flag, command = header["argv"]
         assert flag == "-c"
         strings = [header.get("cwd") or "/", shell, command]
         strings += [f"{key}={value}" for key, value in (header.get("env") or {}).items()]
+    elif header["op"] in ("read", "write"):
+        strings = [header["path"]]
+    parts = []
+    for text in strings:
+        if "\0" in text:
+            return b"", {"error": "ValueError", "message": "embedded null byte"}
+        try:
+            data = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            return b"", {"error": "UnicodeEncodeError", "message": str(exc)[:200]}
+        if len(data) > MAX_ARG_BYTES and header["op"] == "exec":
+            return b"", {"error": "OSError", "message": "Argument list too long"}
+        lines = data.count(b"\n") + 1
+        if lines > MAX_STRING_LINES:
+            parts.append(b"b%d\n%s" % (len(data), data))
+        else:
+            parts.append(b"%d\n%s\n" % (lines, data))
+    return b"".join(parts), None
+
+
+def shell_request(header: dict[str, Any], request_id: int, body_size: int, strings: bytes) -> bytes:
+    """A request as the shell helper reads it (see ``_exec_helper.sh``):
+    ``OP ID USER A B N`` and the N strings ``shell_strings`` encoded."""
+    op, user = header["op"], header.get("user")
+    who = "-" if user is None else f"{int(user[0])}:{int(user[1])}"
+    count = a = b = 0
+    if op == "exec":
+        count = 3 + len(header.get("env") or {})
         a = int(header.get("cap", 8 << 20))
     elif op == "read":
-        strings, a, b = [header["path"]], int(header["offset"]), int(header["max_bytes"])
+        count, a, b = 1, int(header["offset"]), int(header["max_bytes"])
     elif op == "write":
-        strings, a, b = [header["path"]], int(header["offset"]), body_size
-    parts = [f"{op} {request_id} {who} {a} {b} {len(strings)}\n".encode()]
-    for text in strings:
-        data = text.encode("utf-8", "surrogateescape")
-        parts.append(b"%d\n%s\n" % (data.count(b"\n") + 1, data))
-    return b"".join(parts)
+        count, a, b = 1, int(header["offset"]), body_size
+    return f"{op} {request_id} {who} {a} {b} {count}\n".encode() + strings
 
 
 #: No honest answer header comes near this size.

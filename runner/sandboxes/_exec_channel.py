@@ -48,8 +48,8 @@ from typing import Any
 from ._channel_protocol import (
     ANSWER_FIELDS,
     check_answer,
-    has_nul,
     shell_request,
+    shell_strings,
     take_head,
 )
 
@@ -228,9 +228,11 @@ class ExecChannel:
         """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
-        if self.kind == "shell" and has_nul(header):
-            # What the Python helper answers for an argument Popen refuses.
-            return {"error": "ValueError", "message": "embedded null byte"}, b""
+        strings = b""
+        if self.kind == "shell":  # encoded before anything is registered or sent
+            strings, refused = shell_strings(header)
+            if refused is not None:  # what the Python helper answers: Popen refuses it
+                return refused, b""
         started = time.monotonic()
         deadline = started + timeout
         pending = _Pending(header, sink=sink)
@@ -244,7 +246,7 @@ class ExecChannel:
                 request_id = secrets.randbits(64)
             self._pending[request_id] = pending
         if self.kind == "shell":
-            frame = self._token + b" " + shell_request(header, request_id, len(body))
+            frame = self._token + b" " + shell_request(header, request_id, len(body), strings)
         else:
             data = json.dumps({**header, "id": request_id}).encode("utf-8")
             frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))

@@ -8,7 +8,9 @@
 #   TOKEN OP ID USER A B NSTRINGS      one line; USER is UID:GID or - (root)
 #   then NSTRINGS strings, each as a line with its number of lines, then
 #   those lines (a string with k newlines is k+1 lines), so any byte but
-#   NUL passes, and reading it needs no process (`read` is a builtin).
+#   NUL passes, and reading it needs no process (`read` is a builtin); a
+#   string of many lines comes as "bN" and N raw bytes instead (joining
+#   lines one by one would take time quadratic in their number).
 #   write: then exactly B raw bytes (the body).
 #   kill ID: stop the request ID (its deadline passed on the runner's side).
 # A line without the token, or with a field out of shape, ends the helper:
@@ -20,14 +22,47 @@
 #
 # Every request runs in a job of its own, in the background; commands and
 # file operations run as the request's user (setpriv or nsenter, probed at
-# start), in a process group of their own (setsid).  Their output, and a
-# write's body, pass through files in a directory only root can enter.
+# start), in a process group of their own (setsid).  What a process of the
+# user's writes goes into a FIFO that root reads with a bound, never into a
+# file of root's (the user can trace its own processes and write through
+# their descriptors); root's files are in a directory only root can enter.
+#
+# The helper's own tools are looked up in root's directories only
+# (`safe_path`), never in the container's PATH, which may name a directory
+# the agent can write; commands get the container's environment back as it
+# was when the helper started (`RUNNER_ENV0`), whatever names the helper uses.
 
+RUNNER_ENV0=$(export -p)  # first, before any variable of the helper's is set
 set -f
 UMASK=$(umask)  # the commands' (the helper's own files get 077)
 umask 077
 LF='
 '
+found() { if command -v "$1" >/dev/null 2>&1; then echo true; else echo false; fi; }
+# With the container's PATH: what commands will find.
+FOUND="{\"bash\": $(found bash), \"timeout\": $(found timeout), \"sleep\": $(found sleep)}"
+
+# safe_path: the usual directories that exist and are root's and writable
+# by root only (a directory the agent can write would let it plant a `dd`
+# that root runs)
+safe_path() {
+    SAFE=
+    for dir in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+        [ -d "$dir" ] || continue
+        # shellcheck disable=SC2046 # mode, links, owner, ...
+        set -- $(ls -ldnL "$dir" 2>/dev/null)
+        case $1 in d????-??-*) ;; *) continue ;; esac
+        [ "$3" = 0 ] && SAFE=$SAFE${SAFE:+:}$dir
+    done
+}
+safe_path
+PATH=$SAFE
+[ -n "$PATH" ] || exit 1
+# Absolute where the tool is a file (a busybox applet stays a name: busybox's
+# sh runs its own applets whatever PATH says): they run after the
+# container's environment, its PATH included, is given back to a command.
+SETSID=$(command -v setsid) || exit 1
+ENV_TOOL=$(command -v env) || exit 1
 # Its files: on the root-only tmpfs the runner mounts (which the agent cannot
 # fill), else in /tmp; either way in a directory only root can enter.
 D=
@@ -44,16 +79,13 @@ exec 3<>"$D/n"  # the jobs' notes to the writer: one line each, atomic
 # namespace (util-linux and busybox).  Both clear the supplementary groups.
 DROP=
 if [ "$(setpriv --reuid=65534 --regid=65534 --clear-groups -- id -u 2>/dev/null)" = 65534 ]; then
-    DROP=setpriv
+    DROP=$(command -v setpriv) DROP_KIND=setpriv
 elif [ "$(nsenter -S 65534 -G 65534 -- id -u 2>/dev/null)" = 65534 ]; then
-    DROP=nsenter
+    DROP=$(command -v nsenter) DROP_KIND=nsenter
 fi
 
 CAN_DROP=false
 [ -n "$DROP" ] && CAN_DROP=true
-
-found() { if command -v "$1" >/dev/null 2>&1; then echo true; else echo false; fi; }
-FOUND="{\"bash\": $(found bash), \"timeout\": $(found timeout), \"sleep\": $(found sleep)}"
 
 # user UID:GID -> $@ prefix for running as that user (nothing for -)
 as_user() {
@@ -61,9 +93,9 @@ as_user() {
     -) AS= ;;
     *)
         u=${1%%:*} g=${1#*:}
-        case $DROP in
-        setpriv) AS="setpriv --reuid=$u --regid=$g --clear-groups --" ;;
-        nsenter) AS="nsenter -S $u -G $g --" ;;
+        case $DROP_KIND in
+        setpriv) AS="$DROP --reuid=$u --regid=$g --clear-groups --" ;;
+        nsenter) AS="$DROP -S $u -G $g --" ;;
         *) AS=unavailable ;;
         esac
         ;;
@@ -134,25 +166,30 @@ writer() {
             kept "$8" "$9" "${10}" "${11}" "${12}"
             stream "$f.e" "$9" "${10}" "${11}" "${12}"
             ;;
-        read) # x1 size, x2 bytes sent
+        read) # x1 size, x2 bytes sent (root's file: nobody else writes it)
             frame "{\"id\": $wid, \"ok\": true, \"size\": $x1}" "$x2"
             [ "$x2" -gt 0 ] && cat "$f.d"
             ;;
         write) frame "{\"id\": $wid, \"ok\": true}" 0 ;;
-        error)
-            message=$(cat "$f.m" 2>/dev/null)
+        error) # x1 the error's name, then its message (letters, digits, spaces)
+            message="$x2 $x3 $x4 $x5 $rest"
+            message=${message%"${message##*[! ]}"}
             fail_answer "$wid" "$x1" "${message:-no space left in the helper directory}"
             ;;
         esac
+        : >"$f.a"  # answered: a late kill must not touch what is left of it
         # Emptied now, removed 16 answers at a time: one rm, not one each.
         for name in o o.t o.s o.r o.z e e.t e.s e.r e.z d m w; do
             [ -e "$f.$name" ] && : >"$f.$name"
         done
         set +f
         GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
-        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.k.*"
+        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.a $f.k.* $f.s*"
         set -f
-        [ "$kind" = exec ] && GARBAGE="$GARBAGE ${13}.o ${13}.e"
+        case $kind in
+        exec) GARBAGE="$GARBAGE ${13}.o ${13}.e" ;;
+        read | write) GARBAGE="$GARBAGE $x3.o $x3.e" ;;
+        esac
         COUNT=$((COUNT + 1))
         if [ "$COUNT" -ge 16 ]; then
             # shellcheck disable=SC2086 # names without spaces, globbing off
@@ -164,13 +201,22 @@ writer() {
 
 note() { echo "$*" >&3; }
 
+# fail ID NAME MESSAGE: an error answer; the message keeps letters, digits,
+# spaces and . , : - only (it goes into JSON as it is)
+fail() {
+    case $3 in
+    *[!A-Za-z0-9\ .,:-]*) note "$1" error "$2" "the helper could not do it" ;;
+    *) note "$1" error "$2" "$3" ;;
+    esac
+}
+
 # --- jobs ---------------------------------------------------------------------
 
 # run_exec ID USER CAP: the strings are in S1 (cwd), S2 (shell), S3 (command),
 # S4... (NAME=VALUE environment entries)
 run_exec() {
     f=$D/$1
-    if ! cd -- "$S1" 2>/dev/null; then
+    if ! cd -P -- "$S1" 2>/dev/null; then
         MARK="cannot change directory to $S1: no such directory$LF"
         printf '%s' "$MARK" >"$f.e"
         size=$(($(wc -c <"$f.e")))
@@ -179,26 +225,31 @@ run_exec() {
     fi
     as_user "$2"
     if [ "$AS" = unavailable ]; then
-        echo "no setpriv or nsenter to run commands as $2" >"$f.m"
-        note "$1" error OSError
+        fail "$1" OSError "no setpriv or nsenter to run commands as $2"
         return
     fi
-    set -- "$1" "$3"
-    [ "$NS" -gt 3 ] && set -- "$@" env --
+    id=$1 cap=$3
+    # The whole command line, in the positional parameters before the
+    # container's environment comes back (it may hold any of our names).
+    # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
+    set -- "$SETSID" $AS
+    [ "$NS" -gt 3 ] && set -- "$@" "$ENV_TOOL" --
     i=4
     while [ "$i" -le "$NS" ]; do
         eval "set -- \"\$@\" \"\$S$i\""
         i=$((i + 1))
     done
-    id=$1 cap=$2
-    shift 2
+    set -- "$@" "$S2" -c "$S3"
     capture "$P.o" "$f.o" "$cap" 3>&- &
     co=$!
     capture "$P.e" "$f.e" "$cap" 3>&- &
     ce=$!
     umask "$UMASK"
-    # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
-    setsid $AS "$@" "$S2" -c "$S3" </dev/null >"$P.o" 2>"$P.e" 3>&- &
+    (
+        unset OLDPWD
+        eval "$RUNNER_ENV0"
+        exec "$@"
+    ) </dev/null >"$P.o" 2>"$P.e" 3>&- &
     pid=$!
     : >"$f.k.$pid.$co.$ce"  # in its name: a full tmpfs still takes an empty file
     wait "$pid"
@@ -213,7 +264,7 @@ run_exec() {
         code=124 timed_out=true
     fi
     # OUT's and OUT.t's sizes: as capture found them, else from stat
-    if read -r h1 t1 <"$f.o.z" 2>/dev/null && read -r h2 t2 <"$f.e.z" 2>/dev/null; then
+    if read -r h1 t1 2>/dev/null <"$f.o.z" && read -r h2 t2 2>/dev/null <"$f.e.z"; then
         set -- "$h1" "$t1" "$h2" "$t2"
     else
         # shellcheck disable=SC2046 # four numbers
@@ -301,10 +352,12 @@ capture() {
     return 0
 }
 
-# plan OUT CAP HEAD_SIZE TAIL_SIZE LOST: what `stream` sends of a captured
-# stream, as "TOTAL A B T MARKED" in PLAN.  LOST: capture's status, not 0
-# when the tmpfs was full (then at least a byte was lost; how many the rest
-# count says, if it could be stored)
+# plan OUT CAP HEAD_SIZE TAIL_SIZE STATUS: what `stream` sends of a captured
+# stream, as "TOTAL A B T MARKED" in PLAN.  STATUS: capture's; 1 when the
+# tmpfs was full (then at least a byte was lost; how many the rest count
+# says, if it could be stored); over 128 when `stop` killed it (a process
+# that left the command's group held the pipe): what had arrived, as the
+# Python helper answers then
 plan() {
     rest=
     [ -e "$1.r" ] && read -r rest <"$1.r"
@@ -312,7 +365,9 @@ plan() {
     total=$(($3 + rest))
     half=$(($2 / 2))
     [ "$half" -lt 1 ] && half=1
-    if [ "$5" -ne 0 ]; then
+    if [ "$5" -gt 128 ]; then  # killed at the deadline: what had arrived
+        PLAN="$(($3 + $4)) $3 0 $4 0"
+    elif [ "$5" -ne 0 ]; then
         [ "$total" -le $(($3 + $4)) ] && total=$(($3 + $4 + 1))
         PLAN="$total $3 0 $4 1"  # what could be stored, marked as cut
     elif [ "$rest" -eq 0 ]; then
@@ -366,37 +421,50 @@ if [ -e "$p" ] && [ ! -f "$p" ]; then echo "OSError not a regular file" >&2; exi
 if [ "$2" = 0 ]; then m=$( (cat >"$p") 2>&1) || classify "$m"
 else m=$( (cat >>"$p") 2>&1) || classify "$m"; fi'
 
-# run_file ID USER KIND SCRIPT ARGS...: a read or write as the user
+# run_file ID USER KIND SCRIPT LIMIT ARGS...: a read or write as the user.
+# The user's process writes only into the FIFOs P.o (a read's bytes) and
+# P.e (its report), which root copies with a bound (LIMIT bytes, 256): were
+# the agent to trace that process and keep writing through its
+# descriptors, it could neither fill root's files nor change what is sent.
 run_file() {
-    id=$1 kind=$3 script=$4
+    id=$1 kind=$3 script=$4 limit=$5
     f=$D/$id
     as_user "$2"
-    shift 4
+    shift 5
     umask "$UMASK"
     if [ "$AS" = unavailable ]; then
-        echo "no setpriv or nsenter to open files as the sandbox user" >"$f.m"
-        note "$id" error OSError
+        fail "$id" OSError "no setpriv or nsenter to open files as the sandbox user"
         return
     fi
     if [ "$kind" = read ]; then
+        head -c "$limit" <"$P.o" >"$f.d" 3>&- &
+    else
+        : >"$f.d"
+        (exec <"$P.o") &  # opens it for the user's process, which writes nothing there
+    fi
+    co=$!
+    head -c 256 <"$P.e" >"$f.m" 3>&- &
+    ce=$!
+    if [ "$kind" = read ]; then
         # shellcheck disable=SC2086
-        setsid $AS sh -c "$script" sh "$@" </dev/null >"$f.d" 2>"$f.m" 3>&- &
+        "$SETSID" $AS sh -c "$script" sh "$@" </dev/null >"$P.o" 2>"$P.e" 3>&- &
     else
         # shellcheck disable=SC2086
-        setsid $AS sh -c "$script" sh "$@" <"$f.w" >/dev/null 2>"$f.m" 3>&- &
+        "$SETSID" $AS sh -c "$script" sh "$@" <"$f.w" >"$P.o" 2>"$P.e" 3>&- &
     fi
     pid=$!
-    : >"$f.k.$pid"
+    : >"$f.k.$pid.$co.$ce"
     wait "$pid"
     code=$?
     : >"$f.x"
+    wait "$co"
+    wait "$ce"
     if [ -e "$f.t" ]; then
-        echo "the sandbox did not finish with the file in time" >"$f.m"
-        note "$id" error TimeoutError
+        fail "$id" TimeoutError "the sandbox did not finish with the file in time"
     elif [ "$code" -ne 0 ]; then
-        # Written by a process of the sandbox user's: used only if it is one
-        # of the answers the script gives (the agent may have traced it).
-        read -r name message <"$f.m"
+        # From a process of the sandbox user's: used only if it is one of
+        # the answers the script gives (the agent may have traced it).
+        read -r name message 2>/dev/null <"$f.m"
         case $name in
         FileNotFoundError | IsADirectoryError | PermissionError | NotADirectoryError) ;;
         FileExistsError | OSError) ;;
@@ -405,53 +473,67 @@ run_file() {
         case $message in
         '' | *[!A-Za-z\ ]*) message="could not $kind the file" ;;
         esac
-        printf '%s' "$message" >"$f.m"
-        note "$id" error "$name"
+        fail "$id" "$name" "$message"
     elif [ "$kind" = read ]; then
-        read -r size <"$f.m"
+        read -r size 2>/dev/null <"$f.m"
         sent=$(($(wc -c <"$f.d")))
         case $size in
         '' | *[!0-9]*)
-            # Not stored (a full tmpfs), or not the script's: refuse, unless
-            # it is plainly an empty file.
+            # Not the script's report: refuse, unless plainly an empty file.
             if [ "$sent" -ne 0 ] || [ -n "$size" ]; then
-                : >"$f.m"
-                note "$id" error OSError
+                fail "$id" OSError "could not read the file"
                 return
             fi
             size=0
             ;;
         esac
-        note "$id" read "$size" "$sent"
+        note "$id" read "$size" "$sent" "$P"
     else
-        note "$id" write
+        note "$id" write - "$P"
     fi
 }
 
-# stop ID: the runner's deadline for it passed: kill its process group, and
-# after a grace the readers of its output (a process that left the group may
-# hold the pipes open for ever)
+# (`kill -SIG PID` and `kill -SIG -PGID`: the one form dash and busybox both
+# read; neither takes `--` after `-s SIG`.)
+# stop ID: the runner's deadline for it passed: kill its process group (a
+# group with a live member keeps its id, so this cannot reach another's),
+# its leader if not yet reaped, and after a grace the readers of its output
+# with their children (a process that left the group may hold the pipes
+# open for ever).  Nothing if it has been answered already.
 stop() {
     f=$D/$1
     set +f
     tries=0
     while :; do
+        [ -e "$f.a" ] && return
         set -- "$f".k.*
-        [ -e "$1" ] && break  # else: not started yet, or answered already
+        [ -e "$1" ] && break  # else not started yet: wait a little
         tries=$((tries + 1))
-        [ "$tries" -gt 20 ] && return
+        [ "$tries" -gt 100 ] && return
         sleep 0.05
     done
-    [ -e "$f.x" ] && return  # it ended already: never signal a reused pid
     : >"$f.t"
     pids=${1##*.k.} co= ce=
     pid=${pids%%.*}
     case $pids in *.*.*) co=${pids#*.} ce=${co#*.} co=${co%%.*} ;; esac
-    kill -s KILL -- "-$pid" 2>/dev/null
-    kill -s KILL -- "$pid" 2>/dev/null
+    kill -KILL "-$pid" 2>/dev/null
+    [ -e "$f.x" ] || kill -KILL "$pid" 2>/dev/null
     [ -n "$co" ] || return
     sleep 2
-    kill -s KILL -- "$co" "$ce" 2>/dev/null
+    [ -e "$f.a" ] && return
+    kill_tree "$co"
+    kill_tree "$ce"
+}
+
+# kill_tree PID: a job of ours (a capture, a copy) and its children; stopped
+# first, so it cannot start another child while they are found
+kill_tree() {
+    kill -STOP "$1" 2>/dev/null || return
+    for stat in /proc/[0-9]*/stat; do
+        read -r child comm state parent rest 2>/dev/null <"$stat" || continue
+        [ "$parent" = "$1" ] && kill -KILL "$child" 2>/dev/null
+    done
+    kill -KILL "$1" 2>/dev/null
 }
 
 # recv N: exactly N bytes of stdin to stdout (dd reads no further, and
@@ -488,13 +570,24 @@ while read -r token op id user a b n; do
     NS=$n i=1
     while [ "$i" -le "$n" ]; do
         read -r lines || exit 0
-        case $lines in '' | *[!0-9]*) exit 1 ;; esac
-        v= j=0
-        while [ "$j" -lt "$lines" ]; do
-            IFS= read -r line || exit 0
-            if [ "$j" -gt 0 ]; then v=$v$LF$line; else v=$line; fi
-            j=$((j + 1))
-        done
+        case $lines in
+        b*)  # N raw bytes (a string of many lines)
+            lines=${lines#b}
+            case $lines in '' | *[!0-9]*) exit 1 ;; esac
+            recv "$lines" >"$D/string" || exit 1
+            v=$(cat "$D/string" && echo .)
+            v=${v%.}
+            ;;
+        '' | *[!0-9]*) exit 1 ;;
+        *)
+            v= j=0
+            while [ "$j" -lt "$lines" ]; do
+                IFS= read -r line || exit 0
+                if [ "$j" -gt 0 ]; then v=$v$LF$line; else v=$line; fi
+                j=$((j + 1))
+            done
+            ;;
+        esac
         eval "S$i=\$v"
         i=$((i + 1))
     done
@@ -504,24 +597,24 @@ while read -r token op id user a b n; do
         if pipes; then
             run_exec "$id" "$user" "$a" </dev/null &
         else
-            echo "could not make the output pipes" >"$D/$id.m"
-            note "$id" error OSError
+            fail "$id" OSError "could not make the output pipes"
         fi
         ;;
     read)
-        if [ $((a % b)) -ne 0 ] || [ "$b" -le 0 ]; then
-            printf 'offset %s is not a multiple of %s' "$a" "$b" >"$D/$id.m"
-            note "$id" error ValueError
+        if [ "$b" -le 0 ] || [ $((a % b)) -ne 0 ]; then
+            fail "$id" ValueError "offset $a is not a multiple of $b"
+        elif pipes; then
+            run_file "$id" "$user" read "$READ" "$b" "$S1" "$b" $((a / b)) </dev/null &
         else
-            run_file "$id" "$user" read "$READ" "$S1" "$b" $((a / b)) </dev/null &
+            fail "$id" OSError "could not make the pipes"
         fi
         ;;
     write)
-        if recv "$b" >"$D/$id.w"; then
-            run_file "$id" "$user" write "$WRITE" "$S1" "$a" </dev/null &
+        if recv "$b" >"$D/$id.w" && pipes; then
+            run_file "$id" "$user" write "$WRITE" 0 "$S1" "$a" </dev/null &
         else
             rm -f "$D/$id.w"
-            note "$id" error OSError  # no message: the tmpfs is full
+            fail "$id" OSError "no space left in the helper directory"
         fi
         ;;
     kill) stop "$id" </dev/null & ;;
