@@ -167,6 +167,10 @@ async def test_close_runs_yaml_on_destroy_in_reverse_and_continues_past_failures
 
 
 async def test_check_false_lets_a_step_fail_without_failing_the_hook(tmp_path) -> None:
+    """The failing step does not stop the hook: the next step runs, the hook and
+    the session succeed, and the failed step's exit code is in its event."""
+    from runner._events import listen
+
     path = write(
         tmp_path,
         """\
@@ -178,13 +182,31 @@ async def test_check_false_lets_a_step_fail_without_failing_the_hook(tmp_path) -
             hooks:
               - name: tolerant
                 on_create:
-                  - {run: "false", check: false}
-                  - {run: echo after}
+                  - {run: "echo before > before.txt; exit 3", check: false}
+                  - {run: echo after > after.txt}
         """,
     )
     agent = agents.load(path, output_dir=tmp_path)
-    async with await agent.start_session() as session:
-        assert (await session.sandbox.execute("true")).exit_code == 0
+    events: list[dict] = []
+    with listen(events.append):
+        async with await agent.start_session() as session:
+            files = await session.sandbox.execute("cat before.txt after.txt")
+    assert files.stdout == "before\nafter\n"
+    steps = [(e["event"], e["step"]) for e in events if e["event"].startswith("step_")]
+    assert steps == [
+        ("step_started", 0),
+        ("step_finished", 0),
+        ("step_started", 1),
+        ("step_finished", 1),
+    ]
+    finished = [e for e in events if e["event"] == "step_finished"]
+    assert [(e["exit_code"], e["timed_out"]) for e in finished] == [(3, False), (0, False)]
+    assert [e["event"] for e in events if e["event"].startswith("hook_")] == [
+        "hook_started",
+        "hook_finished",
+        "hook_started",
+        "hook_finished",
+    ]
 
 
 async def test_write_save_and_upload_steps_on_the_local_sandbox(tmp_path) -> None:

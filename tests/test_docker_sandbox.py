@@ -16,7 +16,6 @@ from runner.sandboxes.docker import (
     LABEL_EXPIRES,
     LABEL_OWNER_PID,
     LABEL_SESSION,
-    LocalDockerSandbox,
     collect_garbage,
 )
 
@@ -107,18 +106,6 @@ async def test_network_all_uses_the_default_network(docker_backend, docker_clien
     assert attrs["HostConfig"]["NetworkMode"] != "none"
 
 
-def test_network_allow_is_refused_at_construction() -> None:
-    with pytest.raises(ValueError, match="cannot enforce Network.allow"):
-        LocalDockerSandbox(network=agents.Network.allow(hosts=["packages.example.com"]))
-
-
-def test_the_image_defaults_to_the_environment_variable(monkeypatch) -> None:
-    monkeypatch.setenv("RUNNER_DOCKER_IMAGE", "my/offline:image")
-    assert LocalDockerSandbox().image == "my/offline:image"
-    monkeypatch.delenv("RUNNER_DOCKER_IMAGE")
-    assert LocalDockerSandbox().image == "python:3.12-bookworm"
-
-
 async def test_the_setup_script_runs_before_the_hooks(docker_backend) -> None:
     seen: list[str] = []
 
@@ -167,12 +154,24 @@ async def test_a_missing_image_that_cannot_be_pulled_names_the_image(docker_back
     assert docker_backend.leftovers() == []
 
 
-async def test_an_unreachable_daemon_says_how_to_start_docker(tmp_path) -> None:
-    env = LocalDockerSandbox(image=TEST_IMAGE, docker_host=f"unix://{tmp_path}/no-docker.sock")
+async def test_a_container_that_fails_to_start_is_removed(docker_backend, docker_client) -> None:
+    """The engine creates the container, then refuses to start it (a tmpfs size
+    the kernel rejects): the error names the image and the container is gone."""
+    since = int(time.time()) - 1
+    env = docker_backend.environment(workspace_size="bogus")
     with pytest.raises(agents.SandboxUnavailableError) as info:
         await agents.Agent(model="m", environment=env).start_session()
-    assert "not reachable" in str(info.value)
-    assert "dockerd" in str(info.value)
+    assert f"could not start a container from {TEST_IMAGE!r}" in str(info.value)
+    assert docker_backend.leftovers() == []
+    events = docker_client.events(
+        since=since,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "label": f"{LABEL_OWNER_PID}={os.getpid()}"},
+    )
+    actions = [e["Action"] for e in events]
+    # It was created (the start really failed) and destroyed, not just never made.
+    assert "create" in actions and "destroy" in actions, actions
 
 
 async def _derived_image(docker_client, tag: str, command: str) -> str:

@@ -133,20 +133,42 @@ def test_ctrl_c_still_deletes_the_container(tmp_path, docker_client, hooks, mark
         wait_for(process, "sandbox docker ready")
         # no on_create steps: the session closes at once, on_destroy starts
     wait_for(process, marker)
+    (container,) = containers_of(docker_client, process.pid)
+    wait_until_running(docker_client, container, "sleep")  # the hook's step has started
     process.send_signal(signal.SIGINT)
     rest = process.communicate(timeout=60)[1]
-    assert process.returncode in (0, 130), rest
+    assert process.returncode == 130, rest
     assert "sandbox deleted" in rest
     assert containers_of(docker_client, process.pid) == []
+
+
+def wait_until_running(docker_client, container_id: str, command: str, timeout: float = 60):
+    """Wait until a process whose command line starts with ``command`` runs in the
+    container, apart from its main process (the TTL clock, ``sleep <ttl>``)."""
+    container = docker_client.containers.get(container_id)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        titles = container.top(ps_args="-eo pid,args")["Processes"] or []
+        commands = [args for _, args in titles]
+        if any(c.startswith(command) and not c.startswith("sleep 86") for c in commands):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {command!r} ever ran in {container_id[:12]}: {commands}")
 
 
 def test_ctrl_c_during_create_deletes_the_container(tmp_path, docker_client) -> None:
     process = start_runner(docker_config(tmp_path, SLOW_CREATE, setup_script="'sleep 30'"))
     wait_for(process, "runner: session")
-    time.sleep(1.0)  # inside the setup script, before any hook
+    # The container exists and its setup script runs (no hook has started yet).
+    deadline = time.monotonic() + 60
+    while not containers_of(docker_client, process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (container,) = containers_of(docker_client, process.pid)
+    wait_until_running(docker_client, container, "sleep 30")
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=60)
-    assert process.returncode == 130
+    rest = process.communicate(timeout=60)[1]
+    assert process.returncode == 130, rest
+    assert "slow.on_create" not in rest
     assert containers_of(docker_client, process.pid) == []
 
 

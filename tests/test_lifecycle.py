@@ -208,3 +208,66 @@ async def test_lifecycle_events_are_reported_in_order() -> None:
         ("session_closed", None, None),
     ]
     assert [c.kind for c in env.calls] == ["create", "delete"]
+
+
+class SlowDestroy(agents.SandboxHook):
+    """An on_destroy that takes a while and uses the sandbox at its end."""
+
+    def __init__(self, journal: list, *, started: object = None) -> None:
+        self.journal = journal
+        self.started = started
+
+    async def on_destroy(self, ctx: agents.SandboxCallbackContext) -> None:
+        import anyio
+
+        self.journal.append("on_destroy started")
+        if self.started is not None:
+            self.started.set()
+        await anyio.sleep(0.5)
+        result = await ctx.sandbox.execute("echo still here")
+        self.journal.append(f"on_destroy finished: {result.stdout.strip()}")
+
+
+async def test_cancelling_close_lets_a_slow_on_destroy_finish_then_deletes(local_backend) -> None:
+    """close() is shielded: the task that closes is cancelled mid-on_destroy,
+    and the hook still finishes (it can still use the sandbox), then the
+    sandbox is deleted."""
+    import anyio
+
+    journal: list = []
+    started = anyio.Event()
+    env = local_backend.environment(hooks=[SlowDestroy(journal, started=started)])
+    session = await agents.Agent(model="m", environment=env).start_session()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(session.close)
+        await started.wait()
+        tasks.cancel_scope.cancel()
+    assert journal == ["on_destroy started", "on_destroy finished: still here"]
+    assert session.status == "terminated"
+    assert local_backend.is_deleted(session.sandbox)
+
+
+async def test_cancelling_a_failed_start_lets_a_slow_on_destroy_finish(local_backend) -> None:
+    """The unwinding of a failed on_create is shielded too: a start cancelled
+    during a later hook's on_create runs the earlier hook's slow on_destroy to
+    its end, then deletes the sandbox."""
+    import anyio
+
+    journal: list = []
+
+    class Stuck(agents.SandboxHook):
+        async def on_create(self, ctx: agents.SandboxCallbackContext) -> None:
+            journal.append("stuck")
+            await anyio.sleep(60)
+
+    env = local_backend.environment(hooks=[SlowDestroy(journal), Stuck()])
+    agent = agents.Agent(model="m", environment=env)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(agent.start_session)
+            while journal != ["stuck"]:
+                await anyio.sleep(0.01)
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert journal == ["stuck", "on_destroy started", "on_destroy finished: still here"]
+    assert local_backend.leftovers() == []

@@ -16,8 +16,27 @@ from urllib.parse import quote
 
 import pytest
 
-from runner._events import add_secrets, listen, scrubbed
+from runner._events import (
+    _secrets,
+    add_secrets,
+    emit,
+    events_schema,
+    events_schema_text,
+    listen,
+    scrubbed,
+)
 from runner._inputs import MASK, scrub, secret_forms
+
+
+@pytest.fixture(autouse=True)
+def no_secrets_yet():
+    """Each test starts with no event secrets and leaves none behind: add_secrets
+    sets a context variable of the test process, and a secret added by an earlier
+    test would otherwise be scrubbed here whether add_secrets works or not."""
+    token = _secrets.set(())
+    yield
+    _secrets.reset(token)
+
 
 SECRETS = ["it's", "two words", "pa$$wd", "back\\slash", "line\nbreak", "tab\there", 'q"uote`s']
 
@@ -95,3 +114,42 @@ def test_a_longer_secret_is_masked_before_a_shorter_one_inside_it() -> None:
         emit("hook_failed", message="abcdef")
     # Shortest first would leave "***def".
     assert seen[0]["message"] == "***"
+
+
+def test_secrets_are_masked_longest_first_whatever_their_letters() -> None:
+    """ "abcde" sorts after "bcd" by its letters but must be masked first."""
+    seen = []
+    with listen(seen.append):
+        add_secrets(["bcd", "abcde"])
+        emit("hook_failed", message="abcde bcd")
+    assert seen[0]["message"] == "*** ***"
+
+
+def test_secrets_added_later_join_the_earlier_ones() -> None:
+    seen = []
+    with listen(seen.append):
+        add_secrets(["first-secret"])
+        add_secrets(["first-secret", "second-secret"])
+        add_secrets([])
+        emit("hook_failed", message="first-secret second-secret")
+    assert seen[0]["message"] == "*** ***"
+    assert set(_secrets.get()) == {"first-secret", "second-secret"}
+
+
+def test_an_event_carries_its_kind_and_time_and_nothing_without_a_listener() -> None:
+    import time
+
+    emit("hook_failed", message="nobody listens")  # no listener: nothing happens
+    seen = []
+    before = time.time()
+    with listen(seen.append):
+        emit("hook_failed", message="m")
+    (event,) = seen
+    assert event["event"] == "hook_failed" and event["message"] == "m"
+    assert before <= event["time"] <= time.time()
+
+
+def test_the_events_schema_is_the_shipped_json() -> None:
+    schema = events_schema()
+    assert schema == json.loads(events_schema_text())
+    assert "hook_failed" in json.dumps(schema)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from runner.config import validate_file
 from runner.config.templates import Fields, TemplateValueError, compile_template
@@ -353,3 +357,32 @@ def test_private_attributes_are_validation_errors(tmp_path, expression) -> None:
         + "\n",
     )
     assert any("reaches outside the template sandbox" in p for p in problems), problems
+
+
+#: Shell metacharacters first, so generated values are full of them: quotes,
+#: `$` and `-` (at the start too), globs, separators, blanks, backslashes.
+SHELL_ALPHABET = "$-'\"`\\ \t\n;&|<>()[]{}*?!~#=%^,.:/@+aZ9é☃"
+
+
+# Fewer under mutmut (it runs this test once per mutant of the checker); the
+# @example line holds the words a weak quoter gets wrong.
+@settings(max_examples=30 if os.environ.get("MUTANT_UNDER_TEST") else 300, deadline=None)
+@given(values=st.lists(st.text(alphabet=SHELL_ALPHABET, max_size=12), min_size=1, max_size=8))
+@example(values=["$", "$$", "$-", "$?", "-n", "-e", "--", "-", "~", "*", "'", ""])
+def test_any_value_is_one_quoted_word_that_bash_reads_back_whole(values) -> None:
+    """Through the template path (compile, sentinel check, substitution): each
+    value becomes exactly one single-quoted word, including `$`-only words and
+    values starting with `-`, and bash receives it byte for byte."""
+    shell, problems = compile_template(
+        "printf '%s\\0'{% for v in values %} {{ v }}{% endfor %}",
+        shell=True,
+        fields_by_name={"values": None},
+    )
+    assert problems == []
+    command = shell.render({"values": values})
+    words = [("'" + v.replace("'", "'\"'\"'") + "'") for v in values]
+    assert command == "printf '%s\\0' " + " ".join(words)
+    received = subprocess.run(
+        ["bash", "-c", command], capture_output=True, check=True, env={"LC_ALL": "C.UTF-8"}
+    ).stdout
+    assert received == b"".join(v.encode() + b"\0" for v in values)

@@ -375,6 +375,7 @@ class StepsHook(SandboxHook):
             }
             emit("step_started", **common)
             started = time.perf_counter()
+            failure: StepFailedError | None = None
             try:
                 details = await step.run(ctx, context, self.paths, secret_values)
             except UnsafeTemplateError as exc:
@@ -405,8 +406,12 @@ class StepsHook(SandboxHook):
                     ),
                     exit_code=getattr(exc, "exit_code", 1),
                 )
+                if not secrets:
+                    raise failure from exc
+            if failure is not None:
                 # With secret inputs the cause is dropped: its text may hold them.
-                raise failure from (None if secrets else exc)
+                # Raised outside the except block, so it is not the context either.
+                raise failure
             emit(
                 "step_finished", **common, duration_seconds=time.perf_counter() - started, **details
             )

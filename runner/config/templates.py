@@ -184,6 +184,12 @@ class _StrictSandbox(SandboxedEnvironment):
             return obj[attribute]
         return super().getattr(obj, attribute)
 
+    def wrap_str_format(self, value: Any) -> None:
+        # Jinja (3.1.5+) hands out str.format and str.format_map wrapped in its
+        # sandboxed formatter before it asks is_safe_attribute; here they are
+        # refused like every FORBIDDEN_ATTRIBUTES name, through ., [] and |attr.
+        return None
+
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         raise TemplateSecurityError(
             f"templates may not access {attribute!r} of a {type(obj).__name__}"

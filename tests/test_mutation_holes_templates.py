@@ -1,0 +1,373 @@
+"""The template compiler and renderer (runner/config/templates.py), pinned where
+mutation testing found the tests silent: the branches of if/elif/else and
+for/else each checked, problem positions and messages, the environments'
+options (StrictUndefined, no autoescape), and the small helpers.  In-process.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from jinja2.exceptions import UndefinedError
+
+from runner.config.templates import (
+    _SHELL,
+    MAX_SKELETONS,
+    Fields,
+    Template,
+    TemplateValueError,
+    UnsafeTemplateError,
+    _RenderedValues,
+    compile_template,
+    shell_skeletons,
+    wrap,
+)
+
+ANY = {"v": None, "a": None, "b": None, "items": None}
+
+
+def problems_of(source: str, **names) -> list[tuple[int, str]]:
+    template, problems = compile_template(source, shell=True, fields_by_name=names or ANY)
+    assert (template is None) == bool(problems)
+    return [(p.offset, p.message) for p in problems]
+
+
+def rules_of(source: str) -> list[str]:
+    return [re.search(r"\[([a-z-]+)\]", message)[1] for _, message in problems_of(source)]
+
+
+# --- every branch of the Jinja control flow is checked ---------------------------
+
+EVAL = "eval {{ v }}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% if a %}echo {{ v }}{% else %}" + EVAL + "{% endif %}",
+        "{% if a %}echo {{ v }}{% elif b %}" + EVAL + "{% endif %}",
+        "{% if a %}echo {{ v }}{% elif b %}echo ok{% else %}" + EVAL + "{% endif %}",
+        "{% if a %}echo ok{% elif b %}echo {{ v }}{% elif a %}" + EVAL + "{% endif %}",
+        "{% for i in items %}echo {{ i }}{% else %}" + EVAL + "{% endfor %}",
+        "{% for i in items %}" + EVAL + "{% endfor %}",
+        "echo start; {% if a %}echo {{ v }}{% endif %}; " + EVAL,
+        "{% if a %}{% if b %}echo {{ v }}{% else %}" + EVAL + "{% endif %}{% endif %}",
+    ],
+)
+def test_a_value_in_any_branch_is_checked(source) -> None:
+    assert rules_of(source) == ["evaluating-builtin"]
+
+
+def test_a_loop_body_is_checked_twice_in_a_row() -> None:
+    # Alone, "{{ i }} |" is fine; twice in a row it puts a value in command position.
+    assert rules_of("echo x; {% for i in items %}{{ i }} | {% endfor %}echo y") != []
+    assert problems_of("{% for i in items %}echo {{ i }}; {% endfor %}") == []
+
+
+def test_an_else_branch_that_prints_nothing_is_an_empty_variant() -> None:
+    # Without the else, the if prints "" or its body: "cat" alone is fine.
+    assert problems_of("cat {% if a %}{{ v }}{% endif %}") == []
+    assert problems_of("cat {% for i in items %}{{ i }} {% else %}none{% endfor %}") == []
+
+
+def test_too_many_combinations_is_one_problem_at_the_start() -> None:
+    source = "echo" + "{% if a %} {{ v }}{% endif %}" * 9  # 512 combinations
+    assert problems_of(source) == [
+        (
+            0,
+            f"more than {MAX_SKELETONS} if/for combinations to check; "
+            "split the command into several steps",
+        )
+    ]
+
+
+# --- positions and messages -----------------------------------------------------
+
+
+def test_a_refused_value_is_reported_at_its_placeholder() -> None:
+    source = "echo ok\necho {{ a }}\neval {{ v }}"
+    ((offset, message),) = problems_of(source)
+    assert offset == source.index("{{ v }}")
+    assert "[evaluating-builtin]" in message
+
+
+def test_problems_come_sorted_by_offset_once_per_value_and_rule() -> None:
+    source = "eval {{ a }}; {% if b %}eval {{ v }}{% else %}eval {{ v }}{% endif %}"
+    offsets = [offset for offset, _ in problems_of(source)]
+    assert offsets == [source.index("{{ a }}"), source.index("{{ v }}"), source.rindex("{{ v }}")]
+    # A loop body is checked 0, 1 and 2 times: its value is still reported once.
+    assert len(problems_of("{% for i in items %}eval {{ i }}; {% endfor %}")) == 1
+
+
+def test_a_value_whose_placeholder_cannot_be_found_is_reported_at_its_line() -> None:
+    # A "{{" inside a string literal: the placeholders in the text no longer
+    # match the values one to one, so the value's line is reported.
+    source = 'echo ok\necho x; eval {{ "{{" ~ v }}'
+    ((offset, _),) = problems_of(source)
+    assert offset == len("echo ok\n")
+
+
+def test_a_refused_tag_is_reported_at_the_start_of_its_line() -> None:
+    source = "echo a\necho b\necho {{ v|e }}"
+    ((offset, message),) = problems_of(source)
+    assert offset == source.index("echo {{")
+    assert message.startswith("the filter |e is not allowed in a run command (allowed: ")
+
+
+def test_an_unknown_test_is_refused_where_it_stands_and_allowed_tests_pass() -> None:
+    source = "echo ok\n{% if v is callable %}echo {{ v }}{% endif %}"
+    assert problems_of(source) == [
+        (source.index("{% if"), "the test 'is callable' is not allowed in a run command")
+    ]
+    assert problems_of("{% if v is defined %}echo {{ v }}{% endif %}") == []
+
+
+def test_a_raw_block_around_braces_is_refused_with_its_reason() -> None:
+    for inner in ("{{ v }}", "{% x %}"):
+        source = "echo {% raw %}" + inner + "{% endraw %}"
+        assert problems_of(source) == [
+            (
+                0,
+                "{% raw %} around {{ }} or {% %} is not allowed in a run command: "
+                "the shell would get the braces, not a value",
+            )
+        ]
+
+
+def test_one_refused_tag_per_line_and_each_line_once() -> None:
+    source = "echo {{ v|e }} {{ a|e }}\n{% macro m() %}{% endmacro %}"
+    messages = [m for _, m in problems_of(source)]
+    assert len(messages) == 3  # two filters (one problem each), one macro
+    assert messages[2].startswith("{% macro %} is not allowed in a run command (allowed: if, ")
+    assert messages[2].endswith(
+        "set NAME = expression, and the filters count, d, default, first, float, int, join, "
+        "last, length, list, lower, replace, sort, string, trim, unique, upper): "
+        "compute the value in a plain {{ }}"
+    )
+
+
+def test_a_nul_in_a_command_is_a_problem_at_its_offset() -> None:
+    source = "echo {{ v }} a\0b\0"
+    assert problems_of(source) == [(source.index("\0"), "a command may not contain NUL")]
+
+
+def test_a_plain_command_with_a_tainted_variable_is_checked_with_positions() -> None:
+    template, problems = compile_template(
+        'echo ok\neval "$V"', shell=True, fields_by_name={}, tainted_env=["V"]
+    )
+    assert template is None
+    ((offset, message),) = [(p.offset, p.message) for p in problems]
+    assert offset == len("echo ok\n") and "[tainted-variable]" in message
+    plain, problems = compile_template(
+        'echo "$V"', shell=True, fields_by_name={}, tainted_env=["V"]
+    )
+    assert problems == [] and plain.tainted == frozenset({"V"}) and plain.is_static
+
+
+def test_tainted_variables_only_matter_in_run_commands() -> None:
+    text, problems = compile_template(
+        'eval "$V"', shell=False, fields_by_name={}, tainted_env=["V"]
+    )
+    assert problems == [] and text.tainted == frozenset()
+    assert text.render({}) == 'eval "$V"'
+
+
+def test_secrets_named_in_a_template_get_their_own_message_at_the_name() -> None:
+    source = "echo ok {{ a }} {{ secrets.token }}"
+    template, problems = compile_template(source, shell=False, fields_by_name={"a": None})
+    assert template is None
+    assert [(p.offset, p.message) for p in problems] == [
+        (
+            source.index("secrets"),
+            "secrets are never templated into text; give the step "
+            "`secrets: {ENV_NAME: secret}` and use $ENV_NAME in the command",
+        )
+    ]
+
+
+def test_undeclared_names_and_fields_list_what_is_declared() -> None:
+    source = "{{ zed }} {{ a.nope }}"
+    _, problems = compile_template(
+        source, shell=False, fields_by_name={"a": frozenset({"x", "y"}), "b": None}
+    )
+    assert [(p.offset, p.message) for p in problems] == [
+        (
+            source.index("zed"),
+            "undeclared name 'zed' (declared inputs: a, b; give an input `as: name` to use it here)",
+        ),
+        (
+            source.index("a.nope"),
+            "input 'a' has no field 'nope' (its schema declares: x, y)",
+        ),
+    ]
+    _, problems = compile_template("{{ a.x }}", shell=False, fields_by_name={"a": frozenset()})
+    assert problems[0].message == "input 'a' has no field 'x' (its schema declares: none)"
+    _, problems = compile_template("{{ q }}", shell=False, fields_by_name={})
+    assert "(declared inputs: none;" in problems[0].message
+
+
+def test_a_syntax_error_is_reported_at_its_line() -> None:
+    source = "line one\nline two {{ a\n"
+    _, problems = compile_template(source, shell=False, fields_by_name={"a": None})
+    ((offset, message),) = [(p.offset, p.message) for p in problems]
+    assert offset == len("line one\n") and message.startswith("template syntax: ")
+
+
+def test_the_attr_filter_and_a_variable_subscript_are_named() -> None:
+    _, problems = compile_template("a\n{{ a|attr('x') }}", shell=False, fields_by_name=ANY)
+    assert [(p.offset, p.message) for p in problems] == [
+        (2, "templates may not use the |attr filter: it reaches outside the template sandbox")
+    ]
+    # A subscript by a variable is not a constant name: no crash, no problem.
+    text, problems = compile_template("{{ a[b] }}", shell=False, fields_by_name=ANY)
+    assert problems == [] and text.render({"a": Fields({"k": "v"}), "b": "k"}) == "v"
+
+
+def test_the_run_time_refusal_names_the_line_column_and_value() -> None:
+    source = "echo ok\n{% if a %}eval {{ v }}{% endif %}"
+    template = Template(source, True, frozenset({"a", "v"}), _SHELL.parse(source))
+    with pytest.raises(UnsafeTemplateError) as info:
+        template.render({"a": True, "v": "x"})
+    assert str(info.value).startswith(
+        "run command refused before it ran: line 2, column 1 (value 1): "
+    )
+
+
+def test_a_value_rewritten_after_quoting_is_refused_with_the_reason() -> None:
+    source = "echo {{ v|replace('a', 'b') }}"
+    template = Template(source, True, frozenset({"v"}), _SHELL.parse(source))
+    template.render({"v": "x"})  # a filter of the value itself is fine
+    rewritten = "{% filter upper %}echo {{ v }}{% endfilter %}"
+    template = Template(rewritten, True, frozenset({"v"}), _SHELL.parse(rewritten))
+    with pytest.raises(UnsafeTemplateError) as info:
+        template.render({"v": "x"})
+    assert str(info.value) == (
+        "run command refused before it ran: a value was changed after it was quoted "
+        "(a Jinja tag that filters or escapes output); use plain {{ }}"
+    )
+
+
+# --- environments and helpers ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", [False, True], ids=["write", "run"])
+def test_an_undefined_field_is_an_error_not_an_empty_word(shell) -> None:
+    source = ("echo " if shell else "") + "{{ a.missing }}"
+    template, problems = compile_template(source, shell=shell, fields_by_name={"a": None})
+    assert problems == []
+    with pytest.raises((UndefinedError, TemplateValueError)):
+        template.render({"a": Fields({"x": 1})})
+
+
+def test_write_content_is_not_html_escaped() -> None:
+    text, _ = compile_template("{{ a }}", shell=False, fields_by_name={"a": None})
+    assert text.render({"a": "<b> & \"q\" 'q'"}) == "<b> & \"q\" 'q'"
+    shell, _ = compile_template("echo {{ a }}", shell=True, fields_by_name={"a": None})
+    assert shell.render({"a": "<b>&"}) == "echo '<b>&'"
+
+
+def test_write_content_prints_numbers_mappings_and_none_as_text() -> None:
+    text, _ = compile_template(
+        "{{ n }} {{ m }} {{ f }}",
+        shell=False,
+        fields_by_name=ANY | {"n": None, "m": None, "f": None},
+    )
+    assert text.render({"n": 5, "m": Fields({"k": 1}), "f": 2.5}) == "5 {'k': 1} 2.5"
+
+
+def test_a_list_value_names_the_ways_out() -> None:
+    shell, _ = compile_template("echo {{ v }}", shell=True, fields_by_name={"v": None})
+    with pytest.raises(TemplateValueError) as info:
+        shell.render({"v": ["a"]})
+    assert str(info.value) == (
+        "a list value cannot be inserted as one shell word; loop over it "
+        "({% for item in ... %}{{ item }} {% endfor %}) or pick a field"
+    )
+
+
+def test_fields_read_like_attributes_and_like_a_mapping() -> None:
+    fields = wrap({"a": {"b": [{"c": 1}]}, "k": 2})
+    assert isinstance(fields, Fields)
+    assert fields.a.b[0].c == 1 and fields["k"] == 2
+    assert list(fields) == ["a", "k"] and len(fields) == 2
+    assert repr(fields) == "{'a': {'b': [{'c': 1}]}, 'k': 2}"
+    with pytest.raises(AttributeError):
+        fields.missing  # noqa: B018
+    assert wrap(fields) is fields and wrap("s") == "s"
+
+
+def test_each_render_has_its_own_random_nonce() -> None:
+    first, second = _RenderedValues(), _RenderedValues()
+    assert len(first.nonce) == 16 and int(first.nonce, 16) >= 0
+    assert first.nonce != second.nonce
+    assert first.add("x") == f"'RV{first.nonce}x0'"
+    assert first.substitute(f"a 'RV{first.nonce}x0' 'RV{second.nonce}x0'") == (
+        f"a 'x' 'RV{second.nonce}x0'"
+    )
+
+
+def test_compiled_templates_keep_their_source() -> None:
+    source = "echo {{ v }}"
+    template, _ = compile_template(source, shell=True, fields_by_name={"v": None})
+    assert template.source == source and not template.is_static
+
+
+def test_every_undeclared_name_is_reported_after_secrets() -> None:
+    source = "{{ secrets.x }} {{ zed }}"
+    _, problems = compile_template(source, shell=False, fields_by_name={"a": None})
+    assert [p.offset for p in problems] == [source.index("secrets"), source.index("zed")]
+
+
+def test_a_static_command_is_not_parsed_without_tainted_variables() -> None:
+    # The author's own text: bash reports its syntax; only values are checked.
+    template, problems = compile_template("echo 'unterminated", shell=True, fields_by_name={})
+    assert problems == [] and template.render({}) == "echo 'unterminated"
+
+
+def test_a_line_that_starts_with_a_newline_is_the_second_line() -> None:
+    _, problems = compile_template("\n{{ a", shell=False, fields_by_name={"a": None})
+    assert problems[0].offset == 1
+
+
+def test_problems_at_one_offset_keep_the_order_they_were_found_in() -> None:
+    source = "{% macro m() %}{{ v|e }}{% endmacro %}"
+    assert [m.split(" ")[0] for _, m in problems_of(source)] == ["{%", "the"]
+
+
+def test_two_refused_tags_on_one_line_are_one_problem() -> None:
+    source = (
+        "{% macro m() %}{% endmacro %}{% macro n() %}{% endmacro %}\n{% macro o() %}{% endmacro %}"
+    )
+    assert [offset for offset, _ in problems_of(source)] == [0, source.index("\n") + 1]
+
+
+def test_a_refused_node_without_a_tag_name_is_named_by_its_type() -> None:
+    assert problems_of("echo {{ {'a': v}.a }}")[0][1].startswith("Dict is not allowed")
+
+
+def test_a_set_statement_prints_nothing_into_the_script() -> None:
+    # The skeleton of "{% set %}" is empty: "eval" stays a word of its own.
+    assert rules_of("eval{% set w = 1 %} {{ v }}") == ["evaluating-builtin"]
+
+
+def test_a_loop_that_runs_zero_times_prints_nothing() -> None:
+    assert problems_of("echo {{ v }}{% for i in items %} {{ i }}{% endfor %}") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "variants"),
+    [
+        ("a{% for i in items %}b{% endfor %}c", ["ac", "abc", "abbc"]),
+        ("a{% for i in items %}b{% else %}e{% endfor %}c", ["aec", "abc", "abbc"]),
+        # An elif is checked as an if of its own, so "neither" is one more
+        # (impossible, harmless) variant: more checked, never fewer.
+        ("a{% if x %}b{% elif y %}c{% else %}d{% endif %}e", ["abe", "ace", "ae", "ade"]),
+        ("a{% if x %}b{% endif %}c", ["abc", "ac"]),
+        ("a{% set w = 1 %}c{{ v }}", ["ac<0>"]),
+    ],
+)
+def test_the_skeletons_are_every_text_a_template_can_print(source, variants) -> None:
+    skeletons, outputs = shell_skeletons(_SHELL.parse(source), lambda i: f"<{i}>")
+    assert skeletons == variants
+    assert len(outputs) == source.count("{{")
