@@ -717,7 +717,9 @@ def serve(files: tuple[str, ...], host: str, port: int, output_dir: str, db: str
 @main.command()
 def gc() -> None:
     """Remove sandbox containers that expired or whose runner process is gone,
-    and snapshots older than 7 days or beyond the 20 newest."""
+    and snapshots older than 7 days or beyond the 20 newest.  Containers of
+    `runner serve` sessions (durable) outlive their server, to be re-attached
+    when it restarts: they are removed once they expire."""
     from ._errors import SandboxUnavailableError
     from .sandboxes._snapshots import collect_snapshots
     from .sandboxes.docker import DockerClient, collect_garbage

@@ -8,7 +8,10 @@ becomes ``SandboxUnavailableError``, never a raw HTTP error.
 
 Every runner container carries labels (session id, expiry, owner process)
 so :func:`collect_garbage` (``runner gc``, and the first session of a
-process) can remove what a crashed runner left behind.
+process) can remove what a crashed runner left behind.  A container of a
+``runner serve`` session also carries ``LABEL_DURABLE`` (the id of the
+server's database): it outlives its process, so that a restarted server can
+re-attach it, and only its expiry bounds it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ LABEL_EXPIRES = "sandbox-runner.expires-at"
 LABEL_OWNER_HOST = "sandbox-runner.owner-host"
 LABEL_OWNER_PID = "sandbox-runner.owner-pid"
 LABEL_OWNER_START = "sandbox-runner.owner-start"
+#: Set on the containers of ``runner serve`` sessions: the id of the server's
+#: database, which owns them instead of the process (see ``collect_garbage``).
+LABEL_DURABLE = "sandbox-runner.durable"
 
 
 _POOL_SIZE = 10  # docker-py's default connection pool per client
@@ -216,18 +222,32 @@ def is_expired(labels: Mapping[str, str], *, at: float | None = None) -> bool:
     return expires_at <= (time.time() if at is None else at)
 
 
+def is_garbage(labels: Mapping[str, str], *, at: float | None = None) -> bool:
+    """True for a runner container that expired, or whose owner process is gone
+    and which is not durable (``LABEL_DURABLE``: a ``runner serve`` session's,
+    owned by the server's database, kept for a restarted server until it expires)."""
+    if is_expired(labels, at=at):
+        return True
+    return not labels.get(LABEL_DURABLE) and owner_is_gone(labels)
+
+
 def collect_garbage(client: docker.DockerClient) -> list[str]:
     """Remove runner containers that expired or whose owner process is gone.
 
     Returns the ids of the containers removed.  Containers of live runner
-    processes are left alone, whoever owns them.
+    processes are left alone, whoever owns them.  Durable containers (those
+    of ``runner serve`` sessions, labelled ``LABEL_DURABLE``) are left alone
+    even when the server that made them is dead, so that it can re-attach
+    them when it starts again; their expiry label (the session's
+    ``ttl_seconds``, one day by default) still bounds them: once it passes
+    they are removed like any other.
     """
     from docker.errors import NotFound
 
     removed = []
     for summary in client.api.containers(all=True, filters={"label": LABEL}):
         labels = summary.get("Labels") or {}
-        if is_expired(labels) or owner_is_gone(labels):
+        if is_garbage(labels):
             try:
                 client.api.remove_container(summary["Id"], force=True, v=True)
             except NotFound:

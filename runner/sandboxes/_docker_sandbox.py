@@ -88,6 +88,9 @@ class DockerSandbox(Sandbox):
         self.client = client
         self.container = container
         self.session_id = session_id
+        #: The session id on the container's label (a pooled container keeps
+        #: its ``pool-...`` label once a session adopts it: labels are fixed).
+        self.label_session_id = session_id
         self.workspace = WORKSPACE
         self.image = image
         self.shell = shell

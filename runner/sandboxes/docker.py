@@ -7,6 +7,14 @@ container carries labels (session id, expiry, owner process) so
 :func:`collect_garbage` (``runner gc``) can remove what a crashed process left
 behind.
 
+Durable containers (``runner serve``): an environment whose
+``durable_owner`` is set (the id of the server's database) labels its
+containers with it too (``LABEL_DURABLE``); ``runner gc`` then leaves them
+alone when their process dies, until they expire, and
+:meth:`LocalDockerSandbox.attach` gives a restarted server the sandbox of
+such a container again.  :func:`remove_durable_containers` removes the
+durable containers of one owner that no session records any more.
+
 Privilege separation: the container's main process (``sleep <ttl>``) and
 the exec channel's helper run as root; hooks and agent commands run as the
 sandbox user (uid and gid 1000, ``HOME=/home/sandbox``), who owns the
@@ -36,17 +44,19 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._errors import SandboxUnavailableError
 from .._network import Network
 from ._docker_engine import (
     DEFAULT_IMAGE,
     IMAGE_VARIABLE,
     LABEL,
+    LABEL_DURABLE,
     LABEL_EXPIRES,
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
@@ -58,6 +68,7 @@ from ._docker_engine import (
     ensure_image,
     process_start_time,
     remove_container,
+    short_error,
 )
 from ._docker_sandbox import (
     HOST_GRACE_SECONDS,
@@ -215,7 +226,13 @@ class LocalDockerSandbox(SandboxEnvironment):
         self._refuse_tmpfs_cache()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
+        #: Claim pooled containers from this environment's pool (``share_pool``).
+        self._pool_source: LocalDockerSandbox | None = None
         self._swept = False
+        #: Set by ``runner serve`` to the id of its database: containers are then
+        #: labelled ``LABEL_DURABLE`` with it, outlive their process (``runner
+        #: gc`` leaves them until they expire) and can be re-attached (``attach``).
+        self.durable_owner: str | None = None
 
     def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
         """The keyword arguments of ``containers.create`` for one session."""
@@ -226,6 +243,8 @@ class LocalDockerSandbox(SandboxEnvironment):
             LABEL_OWNER_PID: str(os.getpid()),
             LABEL_OWNER_START: process_start_time(os.getpid()) or "",
         }
+        if self.durable_owner:
+            labels[LABEL_DURABLE] = self.durable_owner
         lifetime = "infinity"
         if expires_at is not None:
             labels[LABEL_EXPIRES] = str(int(expires_at))
@@ -294,6 +313,13 @@ class LocalDockerSandbox(SandboxEnvironment):
             return True
         return await anyio.to_thread.run_sync(self._pool.wait_ready, timeout)
 
+    def share_pool(self, source: LocalDockerSandbox) -> None:
+        """Claim pooled containers from ``source``'s pool instead of filling one
+        of this environment's own (``runner serve`` compiles an agent once per
+        session; that agent's sessions share one pool).  ``source`` must make
+        the same containers (same file, same ``durable_owner``)."""
+        self._pool_source = source
+
     def close_pool(self) -> None:
         """Remove the pool's idle containers (also done at interpreter exit)."""
         if self._pool is not None:
@@ -319,9 +345,10 @@ class LocalDockerSandbox(SandboxEnvironment):
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         await self._sweep()
         if self.pool_size:
-            self.start_pool()
-            assert self._pool is not None
-            pooled = self._pool.claim()
+            owner = self._pool_source or self
+            owner.start_pool()
+            assert owner._pool is not None
+            pooled = owner._pool.claim()
             if pooled is not None:
                 pooled.adopt(session_id=session_id, client=self.client)
                 return pooled
@@ -439,6 +466,67 @@ class LocalDockerSandbox(SandboxEnvironment):
             raise
         return sandbox
 
+    async def attach(
+        self, container_id: str, *, session_id: str, label_session_id: str | None = None
+    ) -> DockerSandbox:
+        """The sandbox of an existing, running container of this session: for a
+        ``runner serve`` restarted after a crash, whose sessions' containers
+        (durable ones) outlived it.
+
+        The container must carry the runner's labels with ``label_session_id``
+        (default ``session_id``; a pooled container keeps its ``pool-...``
+        label) as its session, and be running.  A fresh exec channel is
+        started, as at creation; nothing else runs (the setup script and the
+        workspace hand-over were done when it was created).  Raises
+        ``SandboxUnavailableError`` saying why if the container is gone, is
+        not running, or belongs to another session.
+        """
+        expected = label_session_id or session_id
+        container = await self.client.call(_find_container, container_id)
+        if container is None:
+            raise SandboxUnavailableError(f"container {container_id[:12]} no longer exists")
+        labels = container.attrs.get("Config", {}).get("Labels") or {}
+        if labels.get(LABEL) != "1" or labels.get(LABEL_SESSION) != expected:
+            raise SandboxUnavailableError(
+                f"container {container_id[:12]} is not the sandbox of session {expected} "
+                f"(its session label is {labels.get(LABEL_SESSION)!r})"
+            )
+        state = container.attrs.get("State", {})
+        if not state.get("Running") or state.get("Paused"):
+            raise SandboxUnavailableError(
+                f"container {container_id[:12]} is not running (status "
+                f"{state.get('Status', 'unknown')}, exit code {state.get('ExitCode')})"
+            )
+        sandbox = DockerSandbox(
+            client=self.client,
+            container=container,
+            image=self.image,
+            session_id=session_id,
+            shell=self.shell or "sh",
+            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+            user=self.user,
+        )
+        sandbox.label_session_id = expected
+        sandbox.memory = self.memory
+        sandbox.max_file_bytes = self.max_file_bytes
+        sandbox.output_cap_bytes = self.output_cap_bytes
+        try:
+            if self.exec_channel:
+                await sandbox.open_channel(self.exec_channel)
+            await sandbox.prepare(detect_shell=self.shell is None)
+        except BaseException:
+            if sandbox.channel is not None:  # the container stays: the caller decides
+                sandbox.channel.close()
+                sandbox.channel = None
+            raise
+        return sandbox
+
+    async def discard(self, container_id: str, *, label_session_id: str) -> bool:
+        """Remove the container ``container_id`` if it is this session's (its
+        session label is ``label_session_id``), in whatever state; True if one was
+        removed.  For a session that cannot be re-attached: nothing is left behind."""
+        return await self.client.call(_discard, container_id, label_session_id)
+
     async def probe_exec_channel(self) -> tuple[str, str]:
         """Which exec channel this environment's sandboxes get, and why:
         ("python" | "shell" | "per-command" | "off", reason).
@@ -477,6 +565,56 @@ class LocalDockerSandbox(SandboxEnvironment):
         return f"LocalDockerSandbox(image={self.image!r}, network={self.network}, hooks=[{hooks}])"
 
 
+def _find_container(client: Any, container_id: str) -> Any:
+    from docker.errors import NotFound
+
+    try:
+        return client.containers.get(container_id)
+    except NotFound:
+        return None
+
+
+def _discard(client: Any, container_id: str, label_session_id: str) -> bool:
+    container = _find_container(client, container_id)
+    if container is None:
+        return False
+    labels = container.attrs.get("Config", {}).get("Labels") or {}
+    if labels.get(LABEL) != "1" or labels.get(LABEL_SESSION) != label_session_id:
+        return False  # not ours to remove
+    remove_container(client, container_id)
+    return True
+
+
+def _durable_leftovers(client: Any, owner: str, keep: frozenset[str]) -> list[str]:
+    removed = []
+    for summary in client.api.containers(
+        all=True, filters={"label": [LABEL, f"{LABEL_DURABLE}={owner}"]}
+    ):
+        if summary["Id"] not in keep:
+            remove_container(client, summary["Id"])
+            removed.append(summary["Id"])
+    return removed
+
+
+async def remove_durable_containers(
+    owner: str, *, keep: Collection[str] = (), docker_host: str | None = None
+) -> list[str]:
+    """Remove the durable containers of ``owner`` (a ``runner serve`` database)
+    whose id is not in ``keep``; returns their ids.
+
+    A restarted server calls it before resuming, with the containers its open
+    sessions record: what is left is its pool's unclaimed containers, and a
+    container created just before a crash, before the server could record it.
+    """
+    client = DockerClient(docker_host)
+    try:
+        return await client.call(_durable_leftovers, owner, frozenset(keep))
+    except SandboxUnavailableError as exc:
+        raise SandboxUnavailableError(
+            f"could not list the durable containers of {owner}: {short_error(exc)}"
+        ) from exc
+
+
 def _discard_pooled(sandbox: DockerSandbox) -> None:
     """Runs in the pool's thread (or at exit): remove an unclaimed container."""
     if sandbox.channel is not None:
@@ -486,7 +624,9 @@ def _discard_pooled(sandbox: DockerSandbox) -> None:
 
 __all__ = [
     "HOST_GRACE_SECONDS",
+    "LABEL_DURABLE",
     "DockerSandbox",
     "LocalDockerSandbox",
     "collect_garbage",
+    "remove_durable_containers",
 ]

@@ -124,6 +124,7 @@ async def serve(
         store.close()
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_port)
+    sessions: Sessions | None = None
     try:
         async with anyio.create_task_group() as tg:
             sessions = Sessions(agents=agents, store=store, output_dir=out, task_group=tg)
@@ -141,6 +142,8 @@ async def serve(
                 f"(database {store.path}, output {out})"
             )
     finally:
+        if sessions is not None:
+            sessions.close_pools()
         store.close()
 
 

@@ -11,6 +11,11 @@ Every state change is written to the store before the next step: the status
 each finished YAML step and hook point (``_journal``).  At start-up,
 :meth:`Sessions.resume_all` finds every session that was not closed and picks
 it up where the journal says it was.
+
+Docker sessions get durable containers: labelled with the store's id
+(``sandbox-runner.durable``), so neither ``runner gc`` nor another runner
+removes them when this process dies, and a restarted server re-attaches
+them (``LocalDockerSandbox.attach``); their expiry still bounds them.
 """
 
 from __future__ import annotations
@@ -92,6 +97,11 @@ class Sessions:
         #: Clients following a session's events wait on these (one per session).
         self._changed: dict[str, anyio.Event] = {}
         self._loop_thread = threading.get_ident()
+        #: Per Docker agent with ``pool:``, the environment whose warm pool its
+        #: sessions share (each session compiles the agent again).
+        self._pools: dict[str, Any] = {}
+        #: One Docker Engine client per engine address, shared by every session.
+        self._docker_clients: dict[str | None, Any] = {}
 
     # --- helpers ------------------------------------------------------------
 
@@ -102,7 +112,36 @@ class Sessions:
 
         compiled = compile_file(agent.path, output_dir=self.output_dir / session_id)
         journal_steps(compiled.agent.plan, self.store)
+        self._make_durable(agent, compiled.agent.environment)
         return compiled
+
+    def _make_durable(self, agent: AgentFile, environment: Any) -> None:
+        """A Docker environment's containers belong to this store, not to the
+        process (a restarted server re-attaches them); its pool is the agent's."""
+        from ..sandboxes.docker import LocalDockerSandbox
+
+        if not isinstance(environment, LocalDockerSandbox):
+            return
+        environment.durable_owner = self.store.id
+        # One Engine client (and connection pool) for all sessions, not one each.
+        environment.client = self._docker_clients.setdefault(
+            environment.client.base_url, environment.client
+        )
+        if environment.pool_size:
+            source = self._pools.get(agent.name)
+            if source is None:
+                from ..config import compile_file
+
+                source = compile_file(agent.path, output_dir=self.output_dir).agent.environment
+                source.durable_owner = self.store.id
+                source.client = environment.client
+                self._pools[agent.name] = source
+            environment.share_pool(source)
+
+    def close_pools(self) -> None:
+        """Remove the warm pools' idle containers (at a clean stop)."""
+        for environment in self._pools.values():
+            environment.close_pool()
 
     def changed(self, session_id: str) -> anyio.Event:
         return self._changed.setdefault(session_id, anyio.Event())
@@ -397,8 +436,28 @@ class Sessions:
     # --- resume -------------------------------------------------------------
 
     async def resume_all(self) -> list[str]:
-        """Pick up every session a stopped server left open; returns their ids."""
+        """Pick up every session a stopped server left open; returns their ids.
+
+        First the store's durable containers that no open session records are
+        removed: a pool's unclaimed ones, or one created just before the stop,
+        before the server could record it (that session then starts afresh)."""
         rows = self.store.sessions(open_only=True)
+        if any(agent.backend == "docker" for agent in self.agents.values()):
+            from .._errors import SandboxUnavailableError
+            from ..sandboxes.docker import remove_durable_containers
+
+            keep = {(r.sandbox or {}).get("container_id") for r in rows} - {None}
+            try:
+                removed = await remove_durable_containers(self.store.id, keep=keep)
+            except SandboxUnavailableError as exc:
+                logger.error("%s", exc)
+            else:
+                if removed:
+                    logger.warning(
+                        "removed %d container(s) no open session records: %s",
+                        len(removed),
+                        ", ".join(c[:12] for c in removed),
+                    )
         for row in rows:
             self.tg.start_soon(self._resume, row)
         return [row.id for row in rows]
@@ -439,7 +498,7 @@ class Sessions:
         if row.sandbox is None:  # stopped before its sandbox existed: start afresh
             await self._start(session_id, live)
             return
-        sandbox, problem = _reattach(compiled.agent.environment, row)
+        sandbox, problem = await _reattach(compiled.agent.environment, row)
         if sandbox is None:
             self._fail(session_id, f"the server restarted and {problem}")
             return
@@ -484,7 +543,10 @@ class Sessions:
 
     async def _delete_orphan(self, row: SessionRow) -> None:
         """Delete the sandbox of a session that cannot resume (no hook runs)."""
-        sandbox, _ = _reattach(None, row)
+        if row.backend == "docker":
+            await _discard_container(None, row)
+            return
+        sandbox, _ = await _reattach(None, row)
         if sandbox is not None:
             try:
                 await sandbox.delete()
@@ -532,14 +594,36 @@ def _sandbox_record(sandbox: Any) -> dict[str, Any]:
     container = getattr(sandbox, "container_id", None)
     if container is not None:
         record["container_id"] = container
+        # A pooled container's label names the pool, not the session.
+        record["label_session_id"] = (
+            getattr(sandbox, "label_session_id", None) or sandbox.session_id
+        )
     return record
 
 
-def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
+async def _discard_container(environment: Any, row: SessionRow) -> None:
+    """Remove the container ``row`` records if it is still there (and is its session's)."""
+    from ..sandboxes.docker import LocalDockerSandbox
+
+    record = row.sandbox or {}
+    if "container_id" not in record:
+        return
+    environment = environment or LocalDockerSandbox()
+    try:
+        await environment.discard(
+            record["container_id"], label_session_id=record.get("label_session_id") or row.id
+        )
+    except Exception as exc:
+        logger.error("removing the container of %s failed: %s", row.id, exc)
+
+
+async def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
     """The sandbox of ``row`` again, or (None, why it cannot be found).
 
     ``environment`` gives the shell and settings commands run with; None gives
-    a sandbox good only for ``delete()``.
+    a sandbox good only for ``delete()``.  A Docker container that cannot be
+    re-attached (gone, stopped, another session's) is removed if it is still
+    there and is this session's: nothing is left behind.
     """
     record = row.sandbox or {}
     if row.backend == "local" and "root" in record:
@@ -560,6 +644,19 @@ def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
             ),
             "",
         )
+    if row.backend == "docker" and "container_id" in record and environment is not None:
+        from .._errors import SandboxUnavailableError
+
+        try:
+            sandbox = await environment.attach(
+                record["container_id"],
+                session_id=row.id,
+                label_session_id=record.get("label_session_id"),
+            )
+        except SandboxUnavailableError as exc:
+            await _discard_container(environment, row)
+            return None, f"its sandbox is gone ({exc})"
+        return sandbox, ""
     return None, (
         f"re-attaching a {row.backend} sandbox is not built yet (docs/serve-design.md); "
         "`runner gc` removes a container left behind"

@@ -52,6 +52,10 @@ CREATE TABLE IF NOT EXISTS events (
     event TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 );
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS steps (
     session_id TEXT NOT NULL,
     hook INTEGER NOT NULL,
@@ -130,6 +134,13 @@ class Store:
         self._db.execute("PRAGMA busy_timeout=5000")
         with self._lock:
             self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('id', ?)",
+                (f"serve-{os.urandom(8).hex()}",),
+            )
+            # Made once with the file and kept: the owner of its sessions'
+            # durable containers (label sandbox-runner.durable), across restarts.
+            ((self.id,),) = self._db.execute("SELECT value FROM meta WHERE key = 'id'").fetchall()
 
     def close(self) -> None:
         with self._lock:
