@@ -141,6 +141,7 @@ async def test_a_failing_hook_deletes_the_sandbox(cloud) -> None:
     assert cloud.containers == {}
 
 
+@pytest.mark.docker
 async def test_no_token_is_a_clear_error_before_any_request(monkeypatch, docker_client) -> None:
     with FakeCloud(docker_client, TEST_IMAGE) as fake:
         point_sdk_at(monkeypatch, fake)
@@ -376,6 +377,7 @@ def executor_secret(cloud) -> str:
         ),
     ],
 )
+@pytest.mark.docker
 async def test_the_stand_in_refuses_unknown_fields_with_error_with_fields(
     docker_client, path, body, field
 ) -> None:
@@ -394,6 +396,7 @@ async def test_the_stand_in_refuses_unknown_fields_with_error_with_fields(
         ("/v1/services", {"app_id": "app-1", "definition": {"regions": "fra"}}, "regions"),
     ],
 )
+@pytest.mark.docker
 async def test_the_stand_in_refuses_wrong_types(docker_client, path, body, field) -> None:
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
         reply = control_plane(cloud, "POST", path, token=cloud.token, body=body)
@@ -401,6 +404,7 @@ async def test_the_stand_in_refuses_wrong_types(docker_client, path, body, field
     assert field in [f.var_field for f in ErrorWithFields.from_dict(reply.json()).fields]
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("token", [None, "wrong-token"])
 async def test_the_control_plane_answers_401_without_the_right_token(docker_client, token) -> None:
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
@@ -418,6 +422,7 @@ async def test_the_control_plane_answers_401_without_the_right_token(docker_clie
         ("DELETE", "/v1/apps/app-404"),
     ],
 )
+@pytest.mark.docker
 async def test_unknown_ids_are_404_in_the_error_shape(docker_client, method, path) -> None:
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
         reply = control_plane(cloud, method, path, token=cloud.token)
