@@ -319,12 +319,7 @@ class ExecChannel:
         buffer = bytearray()
         try:
             while self.kind is None:
-                stream_type, payload = self._docker_frame()
-                if stream_type == 2:
-                    self._stderr += payload
-                    del self._stderr[:-4000]
-                    continue
-                buffer += payload
+                buffer += self._docker_stdout()
                 if b"\n" in buffer:
                     line, _, rest = bytes(buffer).partition(b"\n")
                     if line not in (b"python", b"shell"):
@@ -339,12 +334,7 @@ class ExecChannel:
             incoming: _Incoming | None = None
             while True:
                 if not buffer:
-                    stream_type, payload = self._docker_frame()
-                    if stream_type == 2:
-                        self._stderr += payload
-                        del self._stderr[:-4000]
-                        continue
-                    buffer += payload
+                    buffer += self._docker_stdout()
                 if incoming is None:
                     head = take_head(buffer, max_body=self.max_body_bytes)
                     if head is None:

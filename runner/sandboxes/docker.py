@@ -92,6 +92,8 @@ from .base import (
 )
 
 if TYPE_CHECKING:
+    from docker.models.containers import Container
+
     from .._hooks import SandboxHook
 
 
@@ -432,18 +434,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         # container would otherwise lose the handle and leak the container.
         with anyio.CancelScope(shield=True):
             container = await client.call(create_and_start, options)
-        sandbox = DockerSandbox(
-            client=client,
-            container=container,
-            image=self.image,
-            session_id=session_id,
-            shell=self.shell or "sh",
-            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
-            user=self.user,
-        )
-        sandbox.memory = self.memory
-        sandbox.max_file_bytes = self.max_file_bytes
-        sandbox.output_cap_bytes = self.output_cap_bytes
+        sandbox = self._sandbox_of(container, session_id=session_id, client=client)
         try:
             if self.exec_channel:
                 await sandbox.open_channel(self.exec_channel)
@@ -497,19 +488,8 @@ class LocalDockerSandbox(SandboxEnvironment):
                 f"container {container_id[:12]} is not running (status "
                 f"{state.get('Status', 'unknown')}, exit code {state.get('ExitCode')})"
             )
-        sandbox = DockerSandbox(
-            client=self.client,
-            container=container,
-            image=self.image,
-            session_id=session_id,
-            shell=self.shell or "sh",
-            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
-            user=self.user,
-        )
+        sandbox = self._sandbox_of(container, session_id=session_id, client=self.client)
         sandbox.label_session_id = expected
-        sandbox.memory = self.memory
-        sandbox.max_file_bytes = self.max_file_bytes
-        sandbox.output_cap_bytes = self.output_cap_bytes
         try:
             if self.exec_channel:
                 await sandbox.open_channel(self.exec_channel)
@@ -526,6 +506,24 @@ class LocalDockerSandbox(SandboxEnvironment):
         session label is ``label_session_id``), in whatever state; True if one was
         removed.  For a session that cannot be re-attached: nothing is left behind."""
         return await self.client.call(_discard, container_id, label_session_id)
+
+    def _sandbox_of(
+        self, container: Container, *, session_id: str, client: DockerClient
+    ) -> DockerSandbox:
+        """The sandbox object for ``container``, with this environment's settings."""
+        sandbox = DockerSandbox(
+            client=client,
+            container=container,
+            image=self.image,
+            session_id=session_id,
+            shell=self.shell or "sh",
+            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+            user=self.user,
+        )
+        sandbox.memory = self.memory
+        sandbox.max_file_bytes = self.max_file_bytes
+        sandbox.output_cap_bytes = self.output_cap_bytes
+        return sandbox
 
     async def probe_exec_channel(self) -> tuple[str, str]:
         """Which exec channel this environment's sandboxes get, and why:
