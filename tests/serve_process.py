@@ -138,6 +138,11 @@ class Server:
         return sorted(self.tmp.glob("sandbox-runner-local-*/workspace"))
 
 
+def lines(path: Path) -> int:
+    """How many lines a counter file has (each run of a counted step adds one)."""
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 def wait_status(client: httpx.Client, session_id: str, *statuses: str) -> dict[str, Any]:
     def reached() -> dict[str, Any] | None:
         body = client.get(f"/v1/sessions/{session_id}").json()

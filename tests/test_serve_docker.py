@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
-from serve_process import Server, wait_for, wait_status
+from serve_process import Server, lines, wait_for, wait_status
 
 from runner.sandboxes.docker import LABEL_DURABLE
 
@@ -70,10 +70,6 @@ def docker_file(tmp_path: Path, *, ttl: int = 600, pool: int = 0) -> Path:
         )
     )
     return path
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 class Db:
@@ -154,6 +150,19 @@ def recorded_container(server: Server, session_id: str, docker_client: Any) -> A
     return docker_client.containers.get(container_id)
 
 
+def waiting_session(server: Server, docker_client: Any) -> tuple[str, Any, str]:
+    """(session id, its container, the journal's owner id) of a new session
+    let through its on_create (step 2 waits for GO_CREATE), now waiting."""
+    session_id = start_session(server)
+    container = recorded_container(server, session_id, docker_client)
+    owner = Db(server).owner()
+    wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")
+    in_container(container, "touch GO_CREATE")
+    with server.client() as client:
+        wait_status(client, session_id, "waiting")
+    return session_id, container, owner
+
+
 def test_a_docker_session_killed_mid_on_create_resumes_in_the_same_container(
     served: Any, docker_client: Any
 ) -> None:
@@ -194,13 +203,7 @@ def test_a_docker_session_whose_container_went_away_fails_cleanly_after_a_restar
     served: Any, docker_client: Any, by_hand: str
 ) -> None:
     server = served().start()
-    session_id = start_session(server)
-    container = recorded_container(server, session_id, docker_client)
-    owner = Db(server).owner()
-    wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")
-    in_container(container, "touch GO_CREATE")
-    with server.client() as client:
-        wait_status(client, session_id, "waiting")
+    session_id, container, owner = waiting_session(server, docker_client)
     server.kill()
     if by_hand == "removed":
         container.remove(force=True, v=True)
@@ -271,14 +274,8 @@ def test_a_restarted_server_removes_its_pools_idle_containers_and_keeps_its_sess
         ]
 
     for _ in range(2):  # the second claims a pooled container
-        session_id = start_session(server)
-        container = recorded_container(server, session_id, docker_client)
-        owner = Db(server).owner()
+        session_id, container, owner = waiting_session(server, docker_client)
         sessions[session_id] = container
-        wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")  # noqa: B023
-        in_container(container, "touch GO_CREATE")
-        with server.client() as client:
-            wait_status(client, session_id, "waiting")
         wait_for(lambda: len(idle_pool()) == 2, what="the pool to fill", timeout=120)
     pooled = list(sessions.values())[1]
     assert pooled.labels[LABEL_SESSION].startswith("pool-")  # labels stay as made
@@ -313,13 +310,7 @@ def test_a_docker_session_killed_mid_on_destroy_finishes_closing_in_the_same_con
     served: Any, docker_client: Any
 ) -> None:
     server = served().start()
-    session_id = start_session(server)
-    container = recorded_container(server, session_id, docker_client)
-    owner = Db(server).owner()
-    wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")
-    in_container(container, "touch GO_CREATE")
-    with server.client() as client:
-        wait_status(client, session_id, "waiting")
+    session_id, container, owner = waiting_session(server, docker_client)
 
     def kill_when_destroying() -> None:
         wait_for(lambda: "destroying" in in_container(container, "ls"), what="on_destroy")
@@ -352,13 +343,7 @@ def test_a_docker_session_that_cannot_resume_has_its_container_removed(
     served: Any, docker_client: Any
 ) -> None:
     server = served().start()
-    session_id = start_session(server)
-    container = recorded_container(server, session_id, docker_client)
-    owner = Db(server).owner()
-    wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")
-    in_container(container, "touch GO_CREATE")
-    with server.client() as client:
-        wait_status(client, session_id, "waiting")
+    session_id, container, owner = waiting_session(server, docker_client)
     server.kill()
     # Its journal is keyed by positions in the file: another file cannot replay it.
     server.files[0].write_text(server.files[0].read_text() + "# edited\n")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import Server, wait_for, wait_status
+from serve_process import Server, lines, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
@@ -63,10 +63,6 @@ def durable_file(tmp_path: Path) -> Path:
         )
     )
     return path
-
-
-def lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @pytest.fixture
