@@ -252,8 +252,8 @@ def test_a_docker_file_whose_image_is_present_is_ready(tmp_path, docker_client) 
     assert "    user: root, read_only_root: true" in lines
     assert "    extras: none needed (the docker package is a dependency)" in lines
     assert (
-        "    exec channel: the Python helper (the image has python3 with its standard "
-        "library: the Python helper is the faster)" in lines
+        "    exec channel: the Python helper (the image has python3 (full or "
+        "python3-minimal): the Python helper is the faster)" in lines
     )
     assert lines[-1] == f"ready: {path} can run here"
 
@@ -268,7 +268,7 @@ def test_the_exec_channel_each_image_gets_is_named(tmp_path, docker_client, imag
     after = docker_client.containers.list(all=True, filters={"label": "sandbox-runner"})
     assert result.returncode == 0, result.stderr
     channel = [line for line in result.stdout.splitlines() if "exec channel:" in line]
-    expected = "the Python helper" if kind == "full" else "the shell helper"
+    expected = "the shell helper" if kind == "busybox" else "the Python helper"
     assert len(channel) == 1 and channel[0].startswith(f"    exec channel: {expected} ("), channel
     assert {c.id for c in after} == {c.id for c in before}
 

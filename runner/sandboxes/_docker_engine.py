@@ -242,7 +242,7 @@ def collect_garbage(client: docker.DockerClient) -> list[str]:
     ``ttl_seconds``, one day by default) still bounds them: once it passes
     they are removed like any other.
     """
-    from docker.errors import NotFound
+    from docker.errors import APIError, NotFound
 
     removed = []
     for summary in client.api.containers(all=True, filters={"label": LABEL}):
@@ -252,5 +252,10 @@ def collect_garbage(client: docker.DockerClient) -> list[str]:
                 client.api.remove_container(summary["Id"], force=True, v=True)
             except NotFound:
                 continue
+            except APIError as exc:
+                # Another `runner gc` (or the session itself) is removing it.
+                if exc.status_code == 409 and "already in progress" in str(exc):
+                    continue
+                raise
             removed.append(summary["Id"])
     return removed

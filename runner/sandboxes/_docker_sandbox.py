@@ -502,9 +502,9 @@ def channel_reason(asked: str, kind: str | None) -> str:
     if asked != "auto":
         return f"exec_channel={asked!r} was asked for"
     if kind == "python":
-        return "the image has python3 with its standard library: the Python helper is the faster"
+        return "the image has python3 (full or python3-minimal): the Python helper is the faster"
     return (
-        "the image has no python3 with its standard library (none, or python3-minimal): "
+        "the image has no python3 that can run the Python helper: "
         "the POSIX shell helper serves commands and files"
     )
 

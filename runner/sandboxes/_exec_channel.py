@@ -18,12 +18,13 @@ lengths that fit its body (``check_answer``).  Anything else ends the
 channel: the request in flight gets ``ChannelError`` at once, and the
 sandbox goes back to one exec per command.
 
-Two helpers speak the same answers.  ``_exec_helper.py`` needs a python3
-with its standard library; ``_exec_helper.sh`` needs only a POSIX shell and
-coreutils or busybox (dash, ash), for images with ``python3-minimal``, busybox,
-Alpine, or no Python at all.  One exec starts whichever fits (``CHOOSER``):
-the Python helper where it can run (it is the faster), else the shell one;
-the helper's first line says which (``kind``).  Requests to the shell helper
+Two helpers speak the same answers.  ``_exec_helper.py`` needs a python3,
+even ``python3-minimal`` (it carries a JSON codec for a Python without
+``json``); ``_exec_helper.sh`` needs only a POSIX shell and coreutils or
+busybox (dash, ash), for images with busybox, Alpine, or no Python at all.
+One exec starts whichever fits (``CHOOSER``): the Python helper where it
+can run (it is the faster), else the shell one; the helper's first line
+says which (``kind``).  Requests to the shell helper
 are text a shell can read with builtins (``shell_request``), and as a shell
 cannot time a command and wait for it at once, the runner sends it ``kill``
 when a request's deadline passes.
@@ -61,8 +62,9 @@ def helper_source(name: str = "_exec_helper.py") -> str:
 
 
 #: Starts a helper: ``sh -c CHOOSER sh KIND PYTHON_SOURCE SHELL_SOURCE``.
-#: The Python helper exits with 3 when its standard library is incomplete
-#: (python3-minimal); 126 and 127 mean no python3 at all.
+#: The Python helper exits with 3 when the standard library lacks a module
+#: it cannot do without (python3-minimal has all of them); 126 and 127 mean
+#: no python3 at all.
 CHOOSER = """\
 if [ "$1" != shell ]; then
     python3 -u -c "$2"

@@ -3,7 +3,8 @@
 This file is not imported by the runner: its source is passed to
 ``python3 -c`` inside the container, once per sandbox, and it then runs every
 ``execute``, ``read_file`` and ``write_file`` that arrives on its stdin.
-Standard library only, Python 3.6+.
+Standard library only, Python 3.6+; it runs on ``python3-minimal`` too
+(no ``json``, ``shutil`` or ``ctypes``: see ``mini_dumps`` and ``seal``).
 
 Frames, both ways: a 4-byte big-endian header length, the header as JSON, an
 8-byte body length, then the body.  Requests run concurrently, one thread
@@ -27,8 +28,9 @@ import sys
 try:
     import array
     import errno
-    import json
     import os
+    import re
+    import select
     import selectors
     import signal
     import socket
@@ -38,9 +40,12 @@ try:
     import threading
     import time
     import warnings
-    from shutil import which
-except ImportError:  # python3-minimal has no json: the shell helper takes over
+except ImportError:  # a standard library too incomplete: the shell helper takes over
     sys.exit(3)
+try:
+    from json import dumps, loads
+except ImportError:  # python3-minimal has no json: a small codec of our own below
+    dumps = loads = None
 
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer
@@ -86,7 +91,7 @@ def seal():
 
 
 def send(header, body=b""):
-    data = json.dumps(header).encode("utf-8")
+    data = dumps(header).encode("utf-8")
     frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", len(body))
     with WRITE_LOCK:
         OUT.write(frame)
@@ -164,6 +169,17 @@ def kill_group(pid):
 
 
 def run_command(request):
+    """Run one ``exec`` request: (answer header, stdout, stderr)."""
+    spawner = spawner_for(request.get("user"))
+    if spawner is not None:
+        try:
+            return spawner.run(request)
+        except SpawnerGone:  # the request never reached it: start the command here
+            pass
+    return run_here(request)
+
+
+def run_here(request):
     started = time.time()
     timeout = float(request["timeout"])
     cap = int(request.get("cap", 8 << 20))
@@ -221,6 +237,244 @@ def run_command(request):
     return header, stdout, stderr
 
 
+class SpawnerGone(Exception):
+    """The spawner was gone before it took the request: nothing ran."""
+
+
+#: One spawner per sandbox user ((uid, gid) -> Spawner, or False where one
+#: could not start: then that user's commands are forked here, as before).
+SPAWNERS = {}
+SPAWNERS_LOCK = threading.Lock()
+#: How long past a command's timeout the spawner's answer may take (its
+#: own grace for output held open is 2 s) before the helper gives up on it.
+SPAWNER_GRACE_SECONDS = 4.0
+#: The largest answer header a spawner may send (a body is bounded by the cap).
+SPAWNER_MAX_HEADER = 1 << 16
+
+
+def spawner_for(user):
+    """The running spawner for ``user`` ([uid, gid]), started on first use;
+    None for the helper's own user, root, or where no spawner can run."""
+    if user is None or not hasattr(os, "setresuid") or not hasattr(socket, "SOCK_SEQPACKET"):
+        return None
+    key = (int(user[0]), int(user[1]))
+    if key[0] == 0:
+        return None
+    with SPAWNERS_LOCK:
+        spawner = SPAWNERS.get(key)
+        if spawner is False:
+            return None
+        if spawner is not None and spawner.alive():
+            return spawner
+        if spawner is not None:
+            spawner.stop()
+        spawner = Spawner.start(*key)
+        SPAWNERS[key] = spawner if spawner is not None else False
+        return spawner
+
+
+class Spawner:
+    """A child of the helper that became one sandbox user, and starts that
+    user's commands.
+
+    Starting a command as another user makes Python fork the whole helper
+    (it can vfork only a child that keeps the parent's user), and the
+    command's exec then tears the copy down: about 0.9 ms a command on a
+    small VM, a third of a round trip.  The spawner switched user once, so
+    it starts each command with vfork.  It runs ``run_here`` for every
+    request that reaches it over a socket pair, and answers there.
+
+    It is as far out of the agent's reach as the helper: not dumpable (the
+    change of user reset the flag, and ``seal`` sets it again), so the
+    agent, with the same uid, can neither trace it, read its memory nor
+    open its descriptors.  The agent can signal it, as it can signal its own
+    commands: a stopped or killed spawner costs only the command in flight
+    (answered as an error once its timeout and ``SPAWNER_GRACE_SECONDS``
+    have passed); the helper then kills it and starts a new one.
+    """
+
+    def __init__(self, pid, control):
+        self.pid = pid  # None once reaped: never signal a number that may be reused
+        self.control = control
+
+    @classmethod
+    def start(cls, uid, gid):
+        """Fork a spawner and wait for it to say it is ready; None if it fails."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:  # the child: only this thread runs here
+            try:
+                ours.close()
+                spawner_main(uid, gid, theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        spawner = cls(pid, ours)
+        try:
+            ready = select_recv(ours, time.time() + 10.0, 16)
+        except OSError:
+            ready = b""
+        if ready != b"ready":
+            spawner.stop()
+            return None
+        return spawner
+
+    def alive(self):
+        if self.pid is not None and os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+            self.pid = None
+        return self.pid is not None
+
+    def stop(self):
+        """Kill and reap it (it is the helper's child); idempotent."""
+        self.control.close()
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def run(self, request):
+        """Hand ``request`` to the spawner and wait for its answer."""
+        ours, theirs = socket.socketpair()
+        try:
+            fds = array.array("i", [theirs.fileno()])
+            self.control.sendmsg([b"r"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except OSError:
+            ours.close()
+            raise SpawnerGone() from None
+        finally:
+            theirs.close()
+        try:
+            header, body = self._exchange(ours, request)
+        except (EOFError, OSError, ValueError, KeyError, TypeError) as exc:
+            # Stopped, killed or broken: it may have run part of the command.
+            with SPAWNERS_LOCK:
+                self.stop()
+            raise OSError(
+                errno.EIO,
+                "the process that starts the sandbox user's commands stopped answering "
+                "({}); the command may or may not have run".format(type(exc).__name__),
+            ) from None
+        finally:
+            ours.close()
+        if "error" in header:  # the command could not start (no such shell, ...)
+            raise OSError(header.get("errno") or errno.EIO, header["message"])
+        stdout_len = header.pop("stdout_len")
+        return header, body[:stdout_len], body[stdout_len:]
+
+    @staticmethod
+    def _exchange(conn, request):
+        data = dumps(request).encode("utf-8")
+        conn.sendall(struct.pack(">I", len(data)) + data)
+        deadline = time.time() + float(request["timeout"]) + SPAWNER_GRACE_SECONDS
+        size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
+        if size > SPAWNER_MAX_HEADER:
+            raise ValueError("an answer header of {} bytes".format(size))
+        header = loads(recv_exact(conn, size, deadline).decode("utf-8"))
+        size = header.pop("size", 0)
+        limit = max(1, int(request.get("cap", 8 << 20)) // 2) * 4 + 200
+        if not 0 <= header.get("stdout_len", 0) <= size <= limit:
+            raise ValueError("an answer body of {} bytes".format(size))
+        return header, recv_exact(conn, size, deadline)
+
+
+def spawner_main(uid, gid, control):
+    """The spawner's life: drop everything of the helper's, become the user,
+    then start commands until the helper goes away."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)  # the channel is the helper's alone
+    os.dup2(null, 1)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2 and int(name) != control.fileno():
+            try:
+                os.close(int(name))
+            except OSError:  # the listing's own descriptor, already closed
+                pass
+    os.setsid()
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if not seal() and not reset_by_the_change_of_user():
+        return  # the agent could trace it: the helper forks commands itself
+    control.send(b"ready")
+    while True:
+        message, ancillary, _flags, _address = control.recvmsg(1, socket.CMSG_SPACE(4))
+        if not message:
+            return
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
+                fd = array.array("i", payload[:4])[0]
+                worker = threading.Thread(target=spawn_one, args=(fd,))
+                worker.daemon = True
+                worker.start()
+
+
+def reset_by_the_change_of_user():
+    """Whether the kernel made this process non-dumpable when it changed
+    user: it sets the flag to fs.suid_dumpable then, and 0 or 2 both mean
+    not dumpable by the user.  (Without ctypes, ``seal`` cannot do it here:
+    its other way needs root.)"""
+    try:
+        with open("/proc/sys/fs/suid_dumpable") as handle_:
+            return handle_.read().strip() in ("0", "2")
+    except OSError:
+        return False
+
+
+def spawn_one(fd):
+    """In the spawner: read one request from ``fd``, run it, answer there."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
+    try:
+        with conn:
+            deadline = time.time() + 30.0
+            size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
+            request = loads(recv_exact(conn, size, deadline).decode("utf-8"))
+            request["user"] = None  # it already is that user
+            try:
+                header, stdout, stderr = run_here(request)
+                header["stdout_len"], header["size"] = len(stdout), len(stdout) + len(stderr)
+                body = stdout + stderr
+            except Exception as exc:
+                number = exc.errno if isinstance(exc, OSError) else None
+                message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                header, body = (
+                    {"error": type(exc).__name__, "errno": number, "message": message},
+                    b"",
+                )
+            data = dumps(header).encode("utf-8")
+            conn.sendall(struct.pack(">I", len(data)) + data + body)
+    except Exception:  # the helper gave up on it: nobody to answer
+        pass
+
+
+def recv_exact(conn, size, deadline):
+    data = bytearray()
+    while len(data) < size:
+        chunk = select_recv(conn, deadline, min(size - len(data), 1 << 20))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return bytes(data)
+
+
+def select_recv(conn, deadline, size):
+    """``conn.recv(size)`` that gives up at ``deadline`` (socket.timeout)."""
+    left = deadline - time.time()
+    if left <= 0 or not select.select([conn], [], [], left)[0]:
+        raise socket.timeout("timed out")
+    return conn.recv(size)
+
+
+def stop_child(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
 def as_user(user):
     """(argv prefix, Popen arguments) that start a command as ``user`` ([uid,
     gid]), with no supplementary groups; nothing for ``None`` (the helper's
@@ -273,7 +527,7 @@ def open_as(user, path, flags, make_parents=False):
             try:
                 number = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EIO
                 message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                theirs.sendall(json.dumps([number, message]).encode("utf-8"))
+                theirs.sendall(dumps([number, message]).encode("utf-8"))
             except BaseException:
                 pass
         os._exit(code)
@@ -287,7 +541,7 @@ def open_as(user, path, flags, make_parents=False):
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
             return array.array("i", payload[:4])[0]
     try:
-        number, message = json.loads(data.decode("utf-8"))
+        number, message = loads(data.decode("utf-8"))
     except ValueError:
         number, message = errno.EIO, "the file could not be opened"
     raise OSError(number, message, path)
@@ -341,7 +595,7 @@ def send_file_piece(request_id, user, path, offset, limit):
     try:
         size = os.fstat(fd).st_size
         length = max(0, min(limit, size - offset))
-        data = json.dumps({"id": request_id, "ok": True, "size": size}).encode("utf-8")
+        data = dumps({"id": request_id, "ok": True, "size": size}).encode("utf-8")
         frame = struct.pack(">I", len(data)) + data + struct.pack(">Q", length)
         with WRITE_LOCK:
             OUT.write(frame)
@@ -379,7 +633,7 @@ def handle(header, body):
         if op == "ping":
             # Also what the sandbox needs to know about the image, so starting
             # the helper doubles as the image probe.
-            found = {name: bool(which(name)) for name in ("bash", "timeout", "sleep")}
+            found = {name: found_on_path(name) for name in ("bash", "timeout", "sleep")}
             send(
                 {
                     "id": request_id,
@@ -419,13 +673,160 @@ def main():
     while True:
         try:
             size = struct.unpack(">I", read_exact(4))[0]
-            header = json.loads(read_exact(size).decode("utf-8"))
+            header = loads(read_exact(size).decode("utf-8"))
             body = read_exact(struct.unpack(">Q", read_exact(8))[0])
         except EOFError:
             return
         worker = threading.Thread(target=handle, args=(header, body))
         worker.daemon = True
         worker.start()
+
+
+# --- JSON for a Python without the json module (python3-minimal) ------------
+#
+# Requests come from the runner alone (json.dumps, ASCII only) and answers
+# go to it, so these need only the JSON the two exchange, but they are
+# strict: anything else is a ValueError, as json.loads would raise.
+
+_TOKEN = re.compile(
+    r'[ \t\n\r]*(?:([\[\]{}:,])|"((?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*)"'
+    r"|(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)|(true|false|null))"
+)
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
+_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_SHORT = {value: "\\" + key for key, value in _SIMPLE.items()}  # as json.dumps escapes
+_UNSAFE = re.compile(r"[^ !#-\[\]-~]")  # all but printable ASCII, '"' and '\\'
+
+
+def mini_loads(text):
+    """``json.loads`` for the JSON the runner sends."""
+    tokens = []
+    position = 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None:
+            if text[position:].strip(" \t\n\r"):
+                raise ValueError("not JSON at {}".format(position))
+            break
+        tokens.append(match)
+        position = match.end()
+    value, index = _parse(tokens, 0)
+    if index != len(tokens):
+        raise ValueError("extra data")
+    return value
+
+
+def _parse(tokens, index):
+    if index >= len(tokens):
+        raise ValueError("unexpected end")
+    token = tokens[index]
+    punctuation, string, number, fraction, exponent, word = token.groups()
+    if string is not None:
+        return _unescape(string), index + 1
+    if number is not None:
+        return (float(number) if fraction or exponent else int(number)), index + 1
+    if word is not None:
+        return {"true": True, "false": False, "null": None}[word], index + 1
+    if punctuation == "[":
+        items, index = [], index + 1
+        if index < len(tokens) and tokens[index].group(1) == "]":
+            return items, index + 1
+        while True:
+            item, index = _parse(tokens, index)
+            items.append(item)
+            index = _expect(tokens, index, ",]")
+            if tokens[index - 1].group(1) == "]":
+                return items, index
+    if punctuation == "{":
+        members, index = {}, index + 1
+        if index < len(tokens) and tokens[index].group(1) == "}":
+            return members, index + 1
+        while True:
+            if index >= len(tokens) or tokens[index].group(2) is None:
+                raise ValueError("a key must be a string")
+            key = _unescape(tokens[index].group(2))
+            index = _expect(tokens, index + 1, ":")
+            members[key], index = _parse(tokens, index)
+            index = _expect(tokens, index, ",}")
+            if tokens[index - 1].group(1) == "}":
+                return members, index
+    raise ValueError("unexpected {!r}".format(token.group().strip()))
+
+
+def _expect(tokens, index, allowed):
+    if (
+        index >= len(tokens)
+        or (tokens[index].group(1) or "") not in allowed
+        or not tokens[index].group(1)
+    ):
+        raise ValueError("expected one of {!r}".format(allowed))
+    return index + 1
+
+
+def _unescape(string):
+    def replace(match):
+        code, simple = match.groups()
+        if code is not None:
+            return chr(int(code, 16))
+        return _SIMPLE.get(simple, simple)
+
+    text = _ESCAPE.sub(replace, string)
+    # \ud83d\ude00 is one character: join surrogate pairs as json.loads does
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+def mini_dumps(value):
+    """``json.dumps`` (ASCII only) for the answers the helper sends."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + _UNSAFE.sub(_escape, value) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(mini_dumps(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ", ".join(
+                mini_dumps(str(key)) + ": " + mini_dumps(item) for key, item in value.items()
+            )
+            + "}"
+        )
+    raise TypeError("cannot encode {}".format(type(value).__name__))
+
+
+def _escape(match):
+    character = match.group()
+    if character in '"\\':
+        return "\\" + character
+    if character in _SHORT:
+        return _SHORT[character]
+    code = ord(character)
+    if code > 0xFFFF:  # as a surrogate pair, as json.dumps writes it
+        code -= 0x10000
+        return "\\u{:04x}\\u{:04x}".format(0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+    return "\\u{:04x}".format(code)
+
+
+if dumps is None:
+    dumps, loads = mini_dumps, mini_loads
+
+
+def found_on_path(name):
+    """Whether ``name`` is an executable file in a ``PATH`` directory
+    (``shutil.which``, which python3-minimal lacks)."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False
 
 
 if __name__ == "__main__":  # python3 -c runs it as __main__
