@@ -399,16 +399,40 @@ def spawner_main(uid, gid, control):
     if not seal() and not reset_by_the_change_of_user():
         return  # the agent could trace it: the helper forks commands itself
     control.send(b"ready")
-    while True:
-        message, ancillary, _flags, _address = control.recvmsg(1, socket.CMSG_SPACE(4))
-        if not message:
-            return
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
-                fd = array.array("i", payload[:4])[0]
-                worker = threading.Thread(target=spawn_one, args=(fd,))
-                worker.daemon = True
-                worker.start()
+    Waiters(control).serve()
+
+
+class Waiters:
+    """The spawner's threads: each waits on the control socket itself (the
+    kernel gives every message to one of them), and one about to run a
+    command starts another first if none would be left waiting.  A request
+    thus goes straight to a thread that runs it, with no hand-over."""
+
+    def __init__(self, control):
+        self.control = control
+        self.lock = threading.Lock()
+        self.waiting = 0
+
+    def serve(self):
+        while True:
+            with self.lock:
+                self.waiting += 1
+            try:
+                message, ancillary, _flags, _address = self.control.recvmsg(1, socket.CMSG_SPACE(4))
+            except OSError:
+                message, ancillary = b"", []
+            if not message:  # the helper is gone, and with it any use for the spawner
+                os._exit(0)
+            with self.lock:
+                self.waiting -= 1
+                alone = self.waiting == 0
+            if alone:
+                waiter = threading.Thread(target=self.serve)
+                waiter.daemon = True
+                waiter.start()
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
+                    spawn_one(array.array("i", payload[:4])[0])
 
 
 def reset_by_the_change_of_user():
