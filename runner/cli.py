@@ -676,7 +676,15 @@ def _has_text(path: Path, text: str) -> bool:
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--agent",
+    "python_agents",
+    multiple=True,
+    metavar="[NAME=]MODULE:ATTR",
+    help="Also serve the runner.Agent object ATTR of MODULE (imported from the current "
+    "directory or the installed packages), under NAME [default: ATTR]. Repeatable.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -695,8 +703,25 @@ def _has_text(path: Path, text: str) -> bool:
 @click.option(
     "--db", type=click.Path(dir_okay=False), help="The SQLite file [default: DIR/runner-serve.db]."
 )
-def serve(files: tuple[str, ...], host: str, port: int, output_dir: str, db: str | None) -> None:
-    """Serve the sessions of FILES' agents over HTTP (first slice; see the README).
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(min=1),
+    default=100,  # serve._sessions.DEFAULT_MAX_SESSIONS (not imported here: --help stays quick)
+    show_default=True,
+    help="Open sessions (not closed or failed) this server holds; one more is answered "
+    "503 with Retry-After, and nothing is created.",
+)
+def serve(
+    files: tuple[str, ...],
+    python_agents: tuple[str, ...],
+    host: str,
+    port: int,
+    output_dir: str,
+    db: str | None,
+    max_sessions: int,
+) -> None:
+    """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
+    (see the README).
 
     Every request needs Authorization: Bearer $RUNNER_SERVE_TOKEN; without the
     variable the server listens only on loopback, with a token it prints.
@@ -708,8 +733,20 @@ def serve(files: tuple[str, ...], host: str, port: int, output_dir: str, db: str
     from .serve import ServeError
     from .serve import serve as run_server
 
+    if not files and not python_agents:
+        _fail("give YAML FILES to serve, --agent MODULE:ATTR, or both")
     try:
-        anyio.run(lambda: run_server(files, host=host, port=port, output_dir=output_dir, db=db))
+        anyio.run(
+            lambda: run_server(
+                files,
+                host=host,
+                port=port,
+                output_dir=output_dir,
+                db=db,
+                python_agents=python_agents,
+                max_sessions=max_sessions,
+            )
+        )
     except ServeError as exc:
         _fail(str(exc), details=exc.details)
 

@@ -46,8 +46,11 @@ class Server:
         host: str = "127.0.0.1",
         token: str | None = TOKEN,
         db: Path | None = None,
+        args: list[str] | None = None,
     ) -> None:
         self.files = files
+        #: More command-line arguments (``--agent``, ``--max-sessions``, ...).
+        self.args = list(args or [])
         self.workdir = workdir
         self.output_dir = workdir / "out"
         self.tmp = workdir / "tmp"  # the local sandboxes' workspaces live here
@@ -78,6 +81,7 @@ class Server:
                     "--output-dir",
                     str(self.output_dir),
                     *(["--db", str(self.db)] if self.db else []),
+                    *self.args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -136,6 +140,32 @@ class Server:
 
     def workspaces(self) -> list[Path]:
         return sorted(self.tmp.glob("sandbox-runner-local-*/workspace"))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def processes_with_home(home: Path) -> list[int]:
+    """This user's processes whose ``HOME`` is ``home`` (a local sandbox's
+    commands and what they started)."""
+    wanted = f"HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ and process_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 def lines(path: Path) -> int:

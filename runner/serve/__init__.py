@@ -1,4 +1,4 @@
-"""``runner serve``: the sessions of YAML agents over HTTP, journaled in SQLite.
+"""``runner serve``: the sessions of YAML and Python agents over HTTP, journaled in SQLite.
 
 The pieces, one concept each:
 
@@ -13,8 +13,10 @@ docs/serve-design.md says what is built, what is not yet, and why.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import os
+import re
 import secrets
 import signal
 import sys
@@ -28,6 +30,11 @@ import anyio.abc
 MAX_BODY_BYTES = 1 << 20
 #: The shortest RUNNER_SERVE_TOKEN accepted.
 MIN_TOKEN_LENGTH = 16
+#: ``--agent [NAME=]MODULE:ATTR``: a dotted module, a dotted attribute path.
+_AGENT_SPEC = re.compile(
+    r"^(?:(?P<name>[^=:\s]+)=)?(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)"
+    r":(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$"
+)
 
 
 class ServeError(Exception):
@@ -93,6 +100,84 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
     return agents
 
 
+def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
+    """Import every ``--agent [NAME=]MODULE:ATTR``: a ``runner.Agent`` object,
+    served under NAME (default: the last part of ATTR).  Anything that stops
+    it (no such module, the module raising, no such attribute, not an Agent, a
+    name already served) stops the server before it listens, naming the module
+    and what failed.  Modules are imported from the current directory first
+    (as ``python -m`` and uvicorn do), then from the installed packages.
+    """
+    from .._agent import Agent
+    from ._sessions import AgentFile
+
+    agents: dict[str, AgentFile] = {}
+    if specs and os.getcwd() not in sys.path:
+        # Kept: a hook may import more of its package later, at a session's start.
+        sys.path.insert(0, os.getcwd())
+    for spec in specs:
+        found = _AGENT_SPEC.match(spec)
+        if found is None:
+            raise ServeError(
+                f"--agent {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR "
+                "(e.g. --agent support=mypackage.agents:support_agent)"
+            )
+        module_name, attr = found["module"], found["attr"]
+        name = found["name"] or attr.rsplit(".", 1)[-1]
+        reference = f"{module_name}:{attr}"
+        try:
+            target: object = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (module_name + ".").startswith(exc.name + "."):
+                raise ServeError(
+                    f"--agent {spec}: cannot import module {module_name!r}: no module named "
+                    f"{exc.name!r} (looked in the current directory and the installed packages)"
+                ) from None
+            raise ServeError(_import_failure(spec, module_name, exc)) from None
+        except Exception as exc:
+            raise ServeError(_import_failure(spec, module_name, exc)) from None
+        for part in attr.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                raise ServeError(
+                    f"--agent {spec}: module {module_name!r} has no attribute {attr!r}"
+                ) from None
+        if not isinstance(target, Agent):
+            raise ServeError(
+                f"--agent {spec}: {reference} is {type(target).__name__} {target!r:.80}, "
+                "not a runner.Agent (build one: runner.Agent(model=..., environment=...))"
+            )
+        if name in taken or name in agents:
+            where = (taken.get(name) or agents[name]).describe()
+            raise ServeError(f"--agent {spec}: an agent named {name!r} is already served ({where})")
+        try:
+            target.environment.check_available()
+        except Exception as exc:
+            raise ServeError(f"--agent {spec}: {exc}") from None
+        agents[name] = AgentFile(
+            name=name,
+            path=None,
+            backend=target.environment.backend,
+            python=target,
+            reference=reference,
+        )
+    return agents
+
+
+def _import_failure(spec: str, module_name: str, exc: BaseException) -> str:
+    """Why importing ``module_name`` failed: the exception and where it was raised."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "importlib" not in f.filename]
+    where = f" at {ours[-1].filename}:{ours[-1].lineno}" if ours else ""
+    return (
+        f"--agent {spec}: importing module {module_name!r} failed: "
+        f"{type(exc).__name__}: {exc}{where}"
+    )
+
+
 async def serve(
     files: Sequence[str],
     *,
@@ -100,6 +185,8 @@ async def serve(
     port: int = 8000,
     output_dir: str | Path = ".",
     db: str | Path | None = None,
+    python_agents: Sequence[str] = (),
+    max_sessions: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
@@ -107,12 +194,19 @@ async def serve(
     are resumed by the next start."""
     from ._app import App
     from ._http import serve_forever
-    from ._sessions import Sessions
+    from ._sessions import DEFAULT_MAX_SESSIONS, Sessions
     from ._store import Store, StoreInUseError
 
     token, generated = server_token(host)
+    if max_sessions is None:
+        max_sessions = DEFAULT_MAX_SESSIONS
+    if max_sessions < 1:
+        raise ServeError(f"--max-sessions must be at least 1, got {max_sessions}")
     out = Path(output_dir).resolve()
     agents = load_agents(files, out)
+    agents.update(load_python_agents(python_agents, agents))
+    if not agents:
+        raise ServeError("nothing to serve: give YAML files, --agent MODULE:ATTR, or both")
     out.mkdir(parents=True, exist_ok=True)
     try:
         store = Store(Path(db) if db else out / "runner-serve.db")
@@ -127,7 +221,13 @@ async def serve(
     sessions: Sessions | None = None
     try:
         async with anyio.create_task_group() as tg:
-            sessions = Sessions(agents=agents, store=store, output_dir=out, task_group=tg)
+            sessions = Sessions(
+                agents=agents,
+                store=store,
+                output_dir=out,
+                task_group=tg,
+                max_sessions=max_sessions,
+            )
             resumed = await sessions.resume_all()
             app = App(sessions, token=token)
             tg.start_soon(_stop_on_signal, tg.cancel_scope, say)
@@ -139,7 +239,7 @@ async def serve(
                 say(f"resuming {len(resumed)} session(s) left open: {', '.join(resumed)}")
             say(
                 f"serving {', '.join(sorted(agents))} on http://{url_host}:{bound} "
-                f"(database {store.path}, output {out})"
+                f"(database {store.path}, output {out}, at most {max_sessions} open sessions)"
             )
     finally:
         if sessions is not None:
@@ -155,4 +255,11 @@ async def _stop_on_signal(scope: anyio.CancelScope, say: Callable[[str], None]) 
             return
 
 
-__all__ = ["MAX_BODY_BYTES", "ServeError", "is_loopback", "serve", "server_token"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "ServeError",
+    "is_loopback",
+    "load_python_agents",
+    "serve",
+    "server_token",
+]

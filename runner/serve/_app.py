@@ -5,7 +5,8 @@ Every route, ``/openapi.json`` included, needs ``Authorization: Bearer
 ``{"error": code, "message": text}``: 400 bad input (the CLI's messages),
 401 no or a wrong token, 404 no such session or route, 405 wrong method,
 409 an idempotency conflict or a session in the wrong state, 413 a body
-over the limit.
+over the limit, 503 (with ``Retry-After``) a new session beyond
+``--max-sessions``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 
 from ._http import Request, Response, StreamResponse, error_response, json_response
-from ._sessions import ApiError, Sessions
+from ._sessions import DEFAULT_MAX_SESSIONS, ApiError, Sessions
 from ._store import FINAL_STATUSES
 
 #: How often a quiet event stream sends a comment line, so proxies keep it open.
@@ -44,13 +45,15 @@ class App:
         try:
             return await self._route(request)
         except ApiError as exc:
-            return error_response(exc.status, exc.code, exc.message)
+            return error_response(exc.status, exc.code, exc.message, headers=exc.headers)
 
     async def _route(self, request: Request) -> Response | StreamResponse:
         method, path = request.method, request.path
         if path == "/openapi.json":
             _allow(method, "GET")
-            return json_response(200, openapi(sorted(self.sessions.agents)))
+            return json_response(
+                200, openapi(sorted(self.sessions.agents), self.sessions.max_sessions)
+            )
         if path == "/v1/sessions":
             _allow(method, "GET", "POST")
             if method == "GET":
@@ -122,7 +125,7 @@ def _last_event_id(request: Request) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def openapi(agents: list[str]) -> dict[str, Any]:
+def openapi(agents: list[str], max_sessions: int = DEFAULT_MAX_SESSIONS) -> dict[str, Any]:
     """The OpenAPI 3.1 document of this API (served at ``/openapi.json``)."""
     error = {"$ref": "#/components/schemas/Error"}
     session = {"$ref": "#/components/schemas/Session"}
@@ -137,8 +140,19 @@ def openapi(agents: list[str]) -> dict[str, Any]:
             404: "no such session",
             409: "idempotency conflict, or the session is not in a state for this",
             413: "the request body is too large",
+            503: f"the server already has its limit of {max_sessions} open sessions "
+            "(--max-sessions; open: not closed or failed); nothing was created: retry "
+            "after the seconds in Retry-After",
         }
-        return {str(c): answer(texts[c], error) for c in (401, *codes)}
+        answers = {str(c): answer(texts[c], error) for c in (401, *codes)}
+        if "503" in answers:
+            answers["503"]["headers"] = {
+                "Retry-After": {
+                    "description": "seconds to wait before trying again",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            }
+        return answers
 
     session_id = {
         "name": "id",
@@ -182,7 +196,7 @@ def openapi(agents: list[str]) -> dict[str, Any]:
                             "(then the header Idempotent-Replayed: true)",
                             {"$ref": "#/components/schemas/Created"},
                         ),
-                        **errors(400, 409, 413),
+                        **errors(400, 409, 413, 503),
                     },
                 },
                 "get": {

@@ -73,10 +73,14 @@ def json_response(
     return Response(status, body, headers=headers or [])
 
 
-def error_response(status: int, error: str, message: str) -> Response:
+def error_response(
+    status: int, error: str, message: str, *, headers: list[tuple[str, str]] | None = None
+) -> Response:
     """The one error shape of the API: ``{"error": code, "message": text}``."""
-    headers = [("www-authenticate", "Bearer")] if status == 401 else []
-    return json_response(status, {"error": error, "message": message}, headers=headers)
+    extra = [("www-authenticate", "Bearer")] if status == 401 else []
+    return json_response(
+        status, {"error": error, "message": message}, headers=[*extra, *(headers or [])]
+    )
 
 
 class _TooLarge(Exception):

@@ -12,6 +12,12 @@ each finished YAML step and hook point (``_journal``).  At start-up,
 :meth:`Sessions.resume_all` finds every session that was not closed and picks
 it up where the journal says it was.
 
+An agent is a YAML file, compiled again for each session, or a Python
+``runner.Agent`` (``--agent``) whose one object every session shares; both
+are found again by the name they are served under.  At most
+``max_sessions`` sessions are open at once: one more is refused (503)
+before anything is created.
+
 Docker sessions get durable containers: labelled with the store's id
 (``sandbox-runner.durable``), so neither ``runner gc`` nor another runner
 removes them when this process dies, and a restarted server re-attaches
@@ -25,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,6 +53,14 @@ from ._store import FINAL_STATUSES, SessionRow, Store
 
 logger = logging.getLogger("runner.serve")
 
+#: How many open sessions (not closed or failed) a server holds by default
+#: (``--max-sessions``): the bench runs 100 concurrent sessions without a
+#: failure, and each open session holds a workspace or container with its
+#: exec channel, so the default stays far from the usual 1024 descriptors.
+DEFAULT_MAX_SESSIONS = 100
+#: What a ``503`` beyond ``--max-sessions`` tells the client to wait (seconds).
+RETRY_AFTER_SECONDS = 5
+
 #: What the store holds in place of a secret input's value.
 SECRET_REFERENCE = {"$secret": "held in the server's memory only; never stored"}
 
@@ -53,20 +68,44 @@ SECRET_REFERENCE = {"$secret": "held in the server's memory only; never stored"}
 class ApiError(Exception):
     """An error the API answers with ``{"error": code, "message": ...}``."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, headers: list[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = list(headers)
 
 
 @dataclass
 class AgentFile:
-    """An agent the server serves: its name and the YAML file it is compiled from."""
+    """An agent the server serves: its name and the YAML file it is compiled
+    from, or (``--agent NAME=MODULE:ATTR``) the Python ``runner.Agent`` itself."""
 
     name: str
-    path: Path
+    path: Path | None
     backend: str
+    #: A Python agent: the ``runner.Agent`` object every session of it shares.
+    python: Any = None
+    #: A Python agent's ``MODULE:ATTR``.
+    reference: str = ""
+
+    def describe(self) -> str:
+        return f"{self.reference} (--agent)" if self.python is not None else str(self.path)
+
+
+class PythonCompiled:
+    """What ``compile_file`` gives for a YAML agent, for a Python one: the agent
+    and its inputs by ``input_id`` (those the ``Agent`` declares with
+    ``inputs=`` and those its hooks' ``Depends`` ask for)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.inputs = {
+            dependency.input_id: dependency
+            for dependency in [*agent.declared_inputs, *agent.plan.dependencies]
+        }
 
 
 @dataclass
@@ -76,6 +115,8 @@ class Live:
     compiled: Any
     inputs: dict[str, SessionInput]
     session: Session | None = None
+    #: The name the agent is served under (a Python agent's may differ from ``Agent.name``).
+    agent_name: str = ""
     #: One turn at a time (``Session`` has its own lock; this one also covers the status).
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
@@ -88,8 +129,10 @@ class Sessions:
         store: Store,
         output_dir: Path,
         task_group: anyio.abc.TaskGroup,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         self.agents = dict(agents)
+        self.max_sessions = max_sessions
         self.store = store
         self.output_dir = output_dir
         self.tg = task_group
@@ -102,14 +145,24 @@ class Sessions:
         self._pools: dict[str, Any] = {}
         #: One Docker Engine client per engine address, shared by every session.
         self._docker_clients: dict[str | None, Any] = {}
+        #: A Python agent is built once, by its module: its sessions share it.
+        self._python: dict[str, PythonCompiled] = {}
+        for agent in self.agents.values():
+            if agent.python is not None:
+                journal_steps(agent.python.plan, self.store)  # steps of runner.load()ed hooks
+                self._make_durable(agent, agent.python.environment)
+                self._python[agent.name] = PythonCompiled(agent.python)
 
     # --- helpers ------------------------------------------------------------
 
     def _compile(self, agent: AgentFile, session_id: str) -> Any:
         """Compile the agent's file for one session: its save: steps write under
-        OUTPUT_DIR/<session id>/, and its steps are journaled."""
+        OUTPUT_DIR/<session id>/, and its steps are journaled.  A Python agent
+        is not compiled: every session gets the one object (prepared once)."""
         from ..config import compile_file
 
+        if agent.python is not None:
+            return self._python[agent.name]
         compiled = compile_file(agent.path, output_dir=self.output_dir / session_id)
         journal_steps(compiled.agent.plan, self.store)
         self._make_durable(agent, compiled.agent.environment)
@@ -127,11 +180,16 @@ class Sessions:
         environment.client = self._docker_clients.setdefault(
             environment.client.base_url, environment.client
         )
+        if agent.python is not None:  # one environment for every session: its own pool
+            if environment.pool_size:
+                self._pools[agent.name] = environment
+            return
         if environment.pool_size:
             source = self._pools.get(agent.name)
             if source is None:
                 from ..config import compile_file
 
+                assert agent.path is not None
                 source = compile_file(agent.path, output_dir=self.output_dir).agent.environment
                 source.durable_owner = self.store.id
                 source.client = environment.client
@@ -270,18 +328,29 @@ class Sessions:
             existing = self.store.session_by_key(key)
             if existing is not None:
                 return self._same(existing, fingerprint), False
+        # No await between this count and the insert: two requests cannot both
+        # take the last place.  A replayed idempotency key (above) creates
+        # nothing, so it is answered even at the limit.
+        if self.store.count_open() >= self.max_sessions:
+            raise ApiError(
+                503,
+                "too_many_sessions",
+                f"this server already has {self.max_sessions} open sessions (--max-sessions); "
+                "close one (DELETE /v1/sessions/{id}) or retry later",
+                headers=[("retry-after", str(RETRY_AFTER_SECONDS))],
+            )
         row = self.store.create_session(
             session_id=session_id,
             agent=agent.name,
             inputs=stored,
             idempotency_key=key,
             fingerprint=fingerprint,
-            file_hash=_file_hash(agent.path),
+            file_hash=_agent_hash(agent),
             backend=agent.backend,
         )
         if row is None:  # a concurrent request took the key first
             return self._same(self.store.session_by_key(key), fingerprint), False  # type: ignore[arg-type]
-        live = Live(compiled=compiled, inputs=resolved)
+        live = Live(compiled=compiled, inputs=resolved, agent_name=agent.name)
         self.live[session_id] = live
         self.tg.start_soon(self._start, session_id, live)
         return row, True
@@ -304,7 +373,7 @@ class Sessions:
             self._set(session_id, sandbox=_sandbox_record(sandbox))
 
         async def work() -> None:
-            emit("session_starting", session_id=session_id, agent=agent.name)
+            emit("session_starting", session_id=session_id, agent=live.agent_name)
             ttl = agent.environment.ttl_seconds
             sandbox = await open_sandbox(
                 agent.environment,
@@ -315,7 +384,7 @@ class Sessions:
                 on_created=remember_sandbox,
             )
             self._opened(session_id, live, sandbox, agent.plan)
-            emit("session_started", session_id=session_id, agent=agent.name)
+            emit("session_started", session_id=session_id, agent=live.agent_name)
 
         await self._guarded_start(session_id, live, work)
 
@@ -458,6 +527,19 @@ class Sessions:
                         len(removed),
                         ", ".join(c[:12] for c in removed),
                     )
+        roots = [
+            Path(r.sandbox["root"])
+            for r in rows
+            if r.backend == "local" and r.sandbox and "root" in r.sandbox
+        ]
+        if roots:  # before any step runs again: one /proc scan for them all
+            killed = await anyio.to_thread.run_sync(_kill_left_running, roots)
+            if killed:
+                logger.warning(
+                    "killed %d process(es) the stopped server's commands left running: %s",
+                    len(killed),
+                    ", ".join(map(str, killed)),
+                )
         for row in rows:
             self.tg.start_soon(self._resume, row)
         return [row.id for row in rows]
@@ -478,13 +560,19 @@ class Sessions:
             await self._delete_orphan(row)
             self._fail(session_id, reason)
             return
-        if _file_hash(agent.path) != row.file_hash:
+        if _agent_hash(agent) != row.file_hash:
             await self._delete_orphan(row)
-            self._fail(
-                session_id,
-                f"the server restarted and {agent.path} changed since the session started: "
-                "its journal of finished steps cannot be replayed on another file",
-            )
+            if agent.python is not None:
+                why = (
+                    f"the hooks of {agent.reference} changed since the session started: "
+                    "its journal of finished hook points cannot be replayed on other hooks"
+                )
+            else:
+                why = (
+                    f"{agent.path} changed since the session started: "
+                    "its journal of finished steps cannot be replayed on another file"
+                )
+            self._fail(session_id, f"the server restarted and {why}")
             return
         try:
             compiled = self._compile(agent, session_id)
@@ -493,7 +581,7 @@ class Sessions:
             await self._delete_orphan(row)
             self._fail(session_id, f"cannot resume: {exc}")  # input errors never quote a secret
             return
-        live = Live(compiled=compiled, inputs=inputs)
+        live = Live(compiled=compiled, inputs=inputs, agent_name=agent.name)
         self.live[session_id] = live
         if row.sandbox is None:  # stopped before its sandbox existed: start afresh
             await self._start(session_id, live)
@@ -515,7 +603,7 @@ class Sessions:
                     cleanup_timeout_seconds=compiled.agent.environment.cleanup_timeout_seconds,
                 )
                 self._opened(session_id, live, sandbox, plan)
-                emit("session_started", session_id=session_id, agent=compiled.agent.name)
+                emit("session_started", session_id=session_id, agent=agent.name)
 
             await self._guarded_start(session_id, live, work)
         elif row.status == "closing":
@@ -554,8 +642,27 @@ class Sessions:
                 logger.error("deleting the sandbox of %s failed: %s", row.id, exc)
 
 
-def _file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _agent_hash(agent: AgentFile) -> str:
+    """What the journal's positions depend on, stored with each session and
+    compared at resume: a YAML agent's file (sha256 of its bytes); a Python
+    agent's reference and hook list (each position's name and class, and a
+    YAML hook's number of steps per point).  The code inside a Python hook is
+    not part of it: a hook point runs whole or not at all, whatever its code."""
+    if agent.python is None:
+        assert agent.path is not None
+        return hashlib.sha256(agent.path.read_bytes()).hexdigest()
+    from ..config.steps import StepsHook
+
+    shape = []
+    for hook_plan in agent.python.plan.hooks:
+        hook = hook_plan.hook
+        kind = type(hook)
+        entry = [hook_plan.name, f"{kind.__module__}.{kind.__qualname__}"]
+        if isinstance(hook, StepsHook):
+            entry += [len(hook.create_steps), len(hook.destroy_steps)]
+        shape.append(entry)
+    text = json.dumps({"python": agent.reference, "hooks": shape})
+    return "python:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _resolve(compiled: Any, raw: Mapping[str, Any]) -> dict[str, SessionInput]:
@@ -599,6 +706,48 @@ def _sandbox_record(sandbox: Any) -> dict[str, Any]:
             getattr(sandbox, "label_session_id", None) or sandbox.session_id
         )
     return record
+
+
+def _kill_left_running(roots: list[Path]) -> list[int]:
+    """Kill the commands a stopped server left running in the local sandboxes
+    at ``roots``; return the processes found.
+
+    ``LocalSandbox`` keeps the process groups of its commands in memory only,
+    so after a SIGKILL they are found again by what every command of the
+    sandbox gets and its children inherit: ``HOME`` set to the sandbox's
+    ``home/`` (Linux ``/proc``; only this user's processes can be read; on a
+    system without ``/proc`` nothing is found).  A group whose leader is such
+    a process (each command starts its own) is killed whole, any other match
+    alone; never this server's own group.  The cut-off step then runs again,
+    or the cut-off turn is reported failed, with nothing of the first run left.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    homes = {
+        f"HOME={prefix}{os.sep}home".encode()
+        for root in roots
+        for prefix in (str(root), os.path.realpath(root))
+    }
+    found: set[int] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = set((entry / "environ").read_bytes().split(b"\0"))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if homes & environ:
+            found.add(int(entry.name))
+    ours = os.getpgrp()
+    for pid in sorted(found):
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group in found and group != ours:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    return sorted(found)
 
 
 async def _discard_container(environment: Any, row: SessionRow) -> None:

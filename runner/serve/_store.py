@@ -225,6 +225,11 @@ class Store:
         rows = self._rows(f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at")
         return [_row(r) for r in rows]
 
+    def count_open(self) -> int:
+        """How many sessions are not closed or failed (``--max-sessions`` counts these)."""
+        ((count,),) = self._rows(f"SELECT COUNT(*) FROM sessions WHERE status IN {OPEN_STATUSES!r}")
+        return count
+
     # --- events -------------------------------------------------------------
 
     def add_event(self, session_id: str, event: dict[str, Any]) -> int:
