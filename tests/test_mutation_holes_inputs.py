@@ -431,3 +431,141 @@ def test_a_secret_with_undecodable_bytes_gets_its_forms_without_a_crash() -> Non
     forms = secret_forms("tok\udcffen")
     assert "tok%FFen" in forms
     assert "tok\udcffen" in forms
+
+
+# --- found by the third run (session 5): messages without a consumer, copies, hashes ---
+
+
+def refusal(build: Any) -> SessionInputError:
+    with pytest.raises(SessionInputError) as caught:
+        build()
+    return caught.value
+
+
+def test_each_refusal_reads_exactly_with_and_without_a_consumer_and_names_its_input() -> None:
+    Repo = repo_class()
+    other = SessionInput.from_json_schema("acme.other", {"type": "object"}).from_value({})
+    plain = SessionInput.from_json_schema("acme.v", {"type": "object"})
+    no_dash = SessionInput.from_json_schema("acme.v", {"type": "object"}, no_leading_dash=True)
+    mismatch = "expected session input 'acme.repo', got AcmeOther with input_id 'acme.other'"
+    dash = (
+        "session input 'acme.v' field 'a' starts with '-', which this input refuses "
+        "(no_leading_dash): a command could read it as an option"
+    )
+    cases = [
+        (lambda: Repo.from_value(["x"]), "acme.repo", "session input 'acme.repo' must be a "
+         "repo_class.<locals>.Repo or a mapping, got list"),
+        (lambda: Repo.from_value(other), "acme.repo", mismatch),
+        (lambda: Repo.from_value(other, consumer="hook h"), "acme.repo", "hook h: " + mismatch),
+        (lambda: plain.from_value({"a": "x\0"}), "acme.v",
+         "session input 'acme.v' field 'a' contains a NUL character"),
+        (lambda: plain.from_value({"a": "x\0"}, consumer="hook h"), "acme.v",
+         "hook h: session input 'acme.v' field 'a' contains a NUL character"),
+        (lambda: no_dash.from_value({"a": "-x"}), "acme.v", dash),
+        (lambda: no_dash.from_value({"a": "-x"}, consumer="hook h"), "acme.v", "hook h: " + dash),
+    ]  # fmt: skip
+    for build, input_id, message in cases:
+        error = refusal(build)
+        assert (str(error), error.input_id) == (message, input_id)
+
+
+def test_equal_inputs_hash_alike_whatever_their_key_order_and_others_apart() -> None:
+    cls = SessionInput.from_json_schema("acme.h", {"type": "object"})
+    first, second = cls.from_value({"x": 1, "y": 2}), cls.from_value({"y": 2, "x": 1})
+    assert first == second and hash(first) == hash(second) and len({first, second}) == 1
+    assert len({hash(cls.from_value({"n": i})) for i in range(50)}) == 50
+    twin = SessionInput.from_json_schema("acme.h2", {"type": "object"}).from_value({"x": 1, "y": 2})
+    assert hash(twin) != hash(first)  # the same data under another input id
+
+
+def test_building_an_input_changes_neither_the_callers_value_nor_the_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {
+                "type": "object",
+                "default": {"inner": {}},
+                "properties": {"inner": {"type": "object", "properties": {"b": {"default": 2}}}},
+            }
+        },
+    }
+    cls = SessionInput.from_json_schema("acme.d", schema)
+    given = {"a": {"inner": {}}}
+    assert cls.from_value(given).to_dict() == {"a": {"inner": {"b": 2}}}
+    assert given == {"a": {"inner": {}}}  # the caller's nested dicts were not filled in
+    assert cls.from_value({}).to_dict() == {"a": {"inner": {"b": 2}}}
+    assert cls.json_schema()["properties"]["a"]["default"] == {"inner": {}}  # nor the default
+    returned = cls.json_schema()
+    returned["properties"]["a"]["type"] = "string"
+    assert cls.json_schema()["properties"]["a"]["type"] == "object"  # a deep copy each time
+
+
+def test_a_boolean_subschema_does_not_stop_the_defaults_after_it() -> None:
+    cls = SessionInput.from_json_schema(
+        "acme.b", {"type": "object", "properties": {"x": True, "y": {"default": 5}}}
+    )
+    assert cls.from_value({}).to_dict() == {"y": 5}
+
+
+def test_a_misspelt_field_is_reported_before_another_fields_error() -> None:
+    cls = SessionInput.from_json_schema(
+        "acme.m",
+        {
+            "type": "object",
+            "properties": {"repository": {"type": "string"}, "count": {"type": "integer"}},
+            "required": ["count"],
+            "additionalProperties": False,
+        },
+    )
+    # jsonschema's best_match alone would report the missing 'count'.
+    assert misspelling(cls, {"repo": "x"}) == (
+        "session input 'acme.m' is invalid: unknown field 'repo'; did you mean 'repository'?"
+    )
+
+
+def test_only_additional_properties_false_makes_a_key_a_misspelling() -> None:
+    """An object-level ``const: false`` also has the value False: not a misspelling."""
+    cls = SessionInput.from_json_schema(
+        "acme.c", {"type": "object", "properties": {"repository": {}}, "const": False}
+    )
+    assert misspelling(cls, {"repo": 1}) == "session input 'acme.c' is invalid: False was expected"
+
+
+def test_a_three_letter_shortening_is_close_enough() -> None:
+    assert closest("rep", ["repository"]) == "repository"  # difflib alone says no
+
+
+def test_the_forms_of_these_secrets_are_exactly_these() -> None:
+    """declare -p backslashes only \\ " $ `; $'...' comes with UTF-8 kept and as
+    octal; a text that is not even surrogate-escaped is URL-quoted from its
+    UTF-8 bytes; an unpadded base64 form is the base64 itself."""
+    assert secret_forms("aXb$") == {"aXb$", "aXb\\$", "aXb%24", "YVhiJA==", "YVhiJA"}
+    assert secret_forms("é\x01z") == {
+        "é\x01z",
+        "é\\001z",  # $'...' in a UTF-8 locale
+        "\\303\\251\\001z",  # $'...' in the C locale
+        "é\\u0001z",
+        "\\u00e9\\u0001z",
+        "é\\x01z",
+        "%C3%A9%01z",
+        "w6kBeg==",
+        "w6kBeg",
+    }
+    assert secret_forms("ab\ud800cd") == {
+        "ab\ud800cd",
+        "ab\\355\\240\\200cd",
+        "ab\\ud800cd",
+        "ab%ED%A0%80cd",
+        "YWLtoIBjZA==",
+        "YWLtoIBjZA",
+    }
+    assert secret_forms("abW") == {"abW", "YWJX"}  # no form with its last X stripped
+
+
+def test_an_instance_of_another_class_with_the_same_input_id_is_taken_by_its_value() -> None:
+    """A YAML-declared input and a Python class for it are two classes of one input."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 1}}}
+    first = SessionInput.from_json_schema("acme.same", schema)
+    second = SessionInput.from_json_schema("acme.same", schema, name="Other")
+    taken = first.from_value(second.from_value({"n": 7}))
+    assert type(taken) is first and taken.to_dict() == {"n": 7}
