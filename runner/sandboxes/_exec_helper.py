@@ -7,10 +7,11 @@ Standard library only, Python 3.6+; it runs on ``python3-minimal`` too
 (no ``json``, ``shutil`` or ``ctypes``: see ``mini_dumps`` and ``seal``).
 
 Frames, both ways: a 4-byte big-endian header length, the header as JSON, an
-8-byte body length, then the body.  Requests run concurrently, one thread
-each; every command gets its own process group, timeout, cwd and env, and
-its output is kept up to a cap (head and tail), so a command printing 1 GB
-costs bounded memory; the totals are reported.
+8-byte body length, then the body.  Requests run concurrently, a thread
+each (threads are reused: ``Relay``); every command gets its own process
+group, timeout, cwd and env, and its output is kept up to a cap (head and
+tail), so a command printing 1 GB costs bounded memory; the totals are
+reported.
 
 The commands it runs are hostile.  The helper runs as root and starts each
 command as the sandbox user the request names (``user``: uid and gid), who
@@ -399,18 +400,36 @@ def spawner_main(uid, gid, control):
     if not seal() and not reset_by_the_change_of_user():
         return  # the agent could trace it: the helper forks commands itself
     control.send(b"ready")
-    Waiters(control).serve()
+
+    def take():
+        try:
+            message, ancillary, _flags, _address = control.recvmsg(1, socket.CMSG_SPACE(4))
+        except OSError:
+            message = b""
+        if not message:  # the helper is gone, and with it any use for the spawner
+            raise EOFError
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
+                return array.array("i", payload[:4])[0]
+        return None
+
+    Relay(take, lambda fd: fd is None or spawn_one(fd)).serve()
 
 
-class Waiters:
-    """The spawner's threads: each waits on the control socket itself (the
-    kernel gives every message to one of them), and one about to run a
-    command starts another first if none would be left waiting.  A request
-    thus goes straight to a thread that runs it, with no hand-over."""
+class Relay:
+    """Threads that each take the next request themselves (one at a time)
+    and then run it; one about to run a request first starts another if
+    none would be left taking.  A request thus goes straight to the thread
+    that runs it, with no hand-over and, once two threads take turns, no
+    thread started per request.  ``take`` blocks for the next request and
+    raises EOFError at the end of the stream: then the process exits
+    (in-flight work ends with it, as it did when main() returned)."""
 
-    def __init__(self, control):
-        self.control = control
+    def __init__(self, take, run):
+        self.take = take
+        self.run = run
         self.lock = threading.Lock()
+        self.taking = threading.Lock()
         self.waiting = 0
 
     def serve(self):
@@ -418,11 +437,14 @@ class Waiters:
             with self.lock:
                 self.waiting += 1
             try:
-                message, ancillary, _flags, _address = self.control.recvmsg(1, socket.CMSG_SPACE(4))
-            except OSError:
-                message, ancillary = b"", []
-            if not message:  # the helper is gone, and with it any use for the spawner
+                with self.taking:
+                    request = self.take()
+            except EOFError:
                 os._exit(0)
+            except Exception as exc:  # a request that cannot be read: the stream is lost
+                sys.stderr.write("unreadable request: {!r}\n".format(exc))
+                sys.stderr.flush()
+                os._exit(1)
             with self.lock:
                 self.waiting -= 1
                 alone = self.waiting == 0
@@ -430,9 +452,7 @@ class Waiters:
                 waiter = threading.Thread(target=self.serve)
                 waiter.daemon = True
                 waiter.start()
-            for level, kind, payload in ancillary:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
-                    spawn_one(array.array("i", payload[:4])[0])
+            self.run(request)
 
 
 def reset_by_the_change_of_user():
@@ -694,16 +714,13 @@ def main():
     # Python 3.12+ warns about fork() in a threaded process; open_as's child
     # only switches user, opens and sends a descriptor, then _exit()s.
     warnings.simplefilter("ignore", DeprecationWarning)
-    while True:
-        try:
-            size = struct.unpack(">I", read_exact(4))[0]
-            header = loads(read_exact(size).decode("utf-8"))
-            body = read_exact(struct.unpack(">Q", read_exact(8))[0])
-        except EOFError:
-            return
-        worker = threading.Thread(target=handle, args=(header, body))
-        worker.daemon = True
-        worker.start()
+    Relay(read_request, lambda request: handle(*request)).serve()
+
+
+def read_request():
+    size = struct.unpack(">I", read_exact(4))[0]
+    header = loads(read_exact(size).decode("utf-8"))
+    return header, read_exact(struct.unpack(">Q", read_exact(8))[0])
 
 
 # --- JSON for a Python without the json module (python3-minimal) ------------
