@@ -6,9 +6,10 @@ Everything is measured in one run, in this process, on one image
 (``$RUNNER_DOCKER_IMAGE``, else ``sandbox-runner-test:latest``), every container
 with ``--network none``.  Each measure is the median (min-max) of N rounds
 (default 15; ``--quick``: 5), the runner and its baselines interleaved round by
-round so drift hits all alike.  It prints one markdown table, whose target
-column says PASS or MISS (and by how much) with the ratio, then a second table
-for concurrency:
+round so drift hits all alike, each sample after a 20 ms pause
+(``SETTLE_SECONDS``) so that one's after-work is not billed to the next.  It
+prints one markdown table, whose target column says PASS or MISS (and by how
+much) with the ratio, then a second table for concurrency:
 
 1. exec round trip: ``await sandbox.execute("true")`` in an open session (exec
    channel on, the default; ``exec_channel=False`` as an extra row) against
@@ -214,13 +215,23 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+#: Every sample starts after this pause, the same for the runner and its
+#: baselines: a ``docker exec`` CLI returns before dockerd and containerd
+#: have finished tearing its exec down, and on 2 cores that after-work would
+#: otherwise be billed to whatever is measured next (a few-ms runner sample
+#: most of all).
+SETTLE_SECONDS = 0.02
+
+
 def timed_sync(function: Callable[[], Any]) -> float:
+    time.sleep(SETTLE_SECONDS)
     started = time.perf_counter()
     function()
     return time.perf_counter() - started
 
 
 async def timed(function: Callable[[], Awaitable[Any]]) -> float:
+    await anyio.sleep(SETTLE_SECONDS)
     started = time.perf_counter()
     await function()
     return time.perf_counter() - started
