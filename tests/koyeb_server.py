@@ -45,6 +45,17 @@ no kinder than the real service:
   sleep keeps the container; a deep one wakes a fresh container, files gone
   (whether the real platform keeps the disk through a deep sleep is not
   known here).
+* Pause (``POST /v1/services/{id}/pause``, the real API's "Pause Service"):
+  the service's instance stops (the container is stopped, its disk kept);
+  its deployment then reports ``STOPPED`` (an assumption: the real platform's
+  exact state names while paused are not recorded here) and the executor
+  answers 503, as with no healthy backend.  ``pause(app_id)`` does the same
+  from the test, behind the client's back.
+* List (``GET /v1/services``, the real API's "List Services", query
+  parameters ``app_id``, ``name``, ``types``, ``limit``, ``offset``): the
+  answer in the SDK's ``ListServicesReply`` shape.  The real API documents
+  ``name`` only as "a filter for name"; here it matches the whole name (a
+  caller that needs one name checks it again, as ours does).
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ import tarfile
 import threading
 import time
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -68,6 +80,7 @@ from koyeb.api.models.deployment_status import DeploymentStatus
 from koyeb.api.models.error import Error
 from koyeb.api.models.error_field import ErrorField
 from koyeb.api.models.error_with_fields import ErrorWithFields
+from koyeb.api.models.list_services_reply import ListServicesReply
 from koyeb.api.models.region_list_item import RegionListItem
 from pydantic import BaseModel, ValidationError
 
@@ -237,6 +250,8 @@ class Instance:
     sleeping: bool = False
     #: How many times an executor request woke it.
     wakes: int = 0
+    #: Paused (``POST /v1/services/{id}/pause``): stopped until resumed.
+    paused: bool = False
 
     @property
     def secret(self) -> str | None:
@@ -263,6 +278,9 @@ class FakeCloud:
         self.apps: dict[str, str] = {}  # app id -> name
         self.instances: dict[str, Instance] = {}  # service id -> instance
         self.containers: dict[str, Any] = {}  # app id -> container
+        #: Every container this stand-in started (another test run on the same
+        #: Docker daemon may have its own stand-in's containers).
+        self.started: list[str] = []
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         # Failure knobs
@@ -306,12 +324,15 @@ class FakeCloud:
 
             def _handle(self) -> None:
                 body = self._body()
-                path = self.path.split("?")[0]
+                path, _, raw_query = self.path.partition("?")
+                query = urllib.parse.parse_qs(raw_query)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 record = {"method": self.command, "path": path, "headers": headers, "body": body}
+                if query:
+                    record["query"] = query
                 with cloud.lock:
                     cloud.requests.append(record)
-                status, payload = cloud.route(self.command, path, body, headers)
+                status, payload = cloud.route(self.command, path, body, headers, query=query)
                 record["status"] = status
                 if status == DROP:  # no answer: the connection just closes
                     self.close_connection = True
@@ -340,7 +361,14 @@ class FakeCloud:
 
     # --- the control plane ---------------------------------------------------
 
-    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+    def route(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: dict[str, str],
+        query: dict[str, list[str]] | None = None,
+    ) -> tuple[int, Any]:
         parts = path.strip("/").split("/")
         if parts[:1] == ["exec"] and len(parts) >= 4:
             return self.execute(parts[1], parts[3], body, headers)
@@ -349,9 +377,13 @@ class FakeCloud:
         if headers.get("authorization") != f"Bearer {self.token}":
             return error_reply(401, "unauthenticated", "missing or invalid API token")
         with self.lock:
-            return self.control_plane(method, parts[1:], body)
+            return self.control_plane(method, parts[1:], body, query or {})
 
-    def control_plane(self, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
+    def control_plane(
+        self, method: str, parts: list[str], body: Any, query: dict[str, list[str]] | None = None
+    ) -> tuple[int, Any]:
+        if method == "GET" and parts == ["services"]:
+            return self.list_services(query or {})
         if method == "POST" and parts == ["apps"]:
             return self.create_app(body)
         if method == "POST" and parts == ["services"]:
@@ -360,6 +392,8 @@ class FakeCloud:
             return self.get_service(parts[1])
         if method == "GET" and len(parts) == 2 and parts[0] == "deployments":
             return self.get_deployment(parts[1])
+        if method == "POST" and len(parts) == 3 and parts[0] == "services" and parts[2] == "pause":
+            return self.pause_service(parts[1])
         if method == "DELETE" and len(parts) == 2 and parts[0] == "apps":
             return self.delete_app(parts[1])
         if method == "GET" and parts in (["catalog", "regions"], ["catalog", "instances"]):
@@ -411,6 +445,7 @@ class FakeCloud:
             environment=instance.env,
             labels={FAKE_LABEL: instance.app_id},
         )
+        self.started.append(instance.container.id)
         self.containers[instance.app_id] = instance.container
 
     def service_view(self, instance: Instance) -> dict[str, Any]:
@@ -420,6 +455,29 @@ class FakeCloud:
             "name": instance.name,
             "latest_deployment_id": instance.deployment_id,
         }
+
+    def list_services(self, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """``GET /v1/services``: every sandbox service, filtered by app and name."""
+        found = [
+            instance
+            for instance in self.instances.values()
+            if ("app_id" not in query or instance.app_id in query["app_id"])
+            and ("name" not in query or instance.name in query["name"])
+        ]
+        offset = int((query.get("offset") or ["0"])[0])
+        limit = int((query.get("limit") or ["100"])[0])
+        page = found[offset : offset + limit]
+        services = [{**self.service_view(i), "type": "SANDBOX"} for i in page]
+        reply = ListServicesReply.from_dict(
+            {
+                "services": services,
+                "limit": limit,
+                "offset": offset,
+                "count": len(found),
+                "has_next": offset + limit < len(found),
+            }
+        )
+        return 200, reply.to_dict()
 
     def get_service(self, service_id: str) -> tuple[int, Any]:
         instance = self.instances.get(service_id)
@@ -433,6 +491,8 @@ class FakeCloud:
         An instance whose definition carries no SANDBOX_SECRET never starts:
         the executor refuses to run without one (sandbox-container, auth.go).
         """
+        if instance.paused:
+            return "STOPPED"
         if instance.sleeping:
             return "SLEEPING"
         polls = len(instance.statuses_served)
@@ -492,7 +552,7 @@ class FakeCloud:
             return 404, {"error": "sandbox not found"}
         if instance.sleeping:
             self.wake(instance)
-        if not instance.ready:
+        if instance.paused or not instance.ready:
             return 503, "no healthy upstream"
         if action not in OPEN_EXECUTOR_ACTIONS and (
             headers.get("authorization") != f"Bearer {instance.secret}"
@@ -548,6 +608,23 @@ class FakeCloud:
         container.put_archive(parent, buffer.getvalue())
         return {"success": True}
 
+    def pause_service(self, service_id: str) -> tuple[int, Any]:
+        """Pause a service: its instance stops (disk kept), no traffic reaches it."""
+        instance = self.instances.get(service_id)
+        if instance is None:
+            return error_reply(404, "not_found", f"service {service_id} not found")
+        if not instance.paused and instance.container is not None:
+            instance.container.stop(timeout=1)
+        instance.paused = True
+        return 200, {}
+
+    def pause(self, app_id: str) -> None:
+        """Pause the app's service behind the client's back (as from the console)."""
+        with self.lock:
+            instance = self.instance_of_app(app_id)
+            assert instance is not None, f"no instance in app {app_id}"
+            self.pause_service(instance.service_id)
+
     def sleep(self, app_id: str, *, deep: bool = False) -> None:
         """Scale the app's instance to zero.
 
@@ -595,6 +672,13 @@ class FakeCloud:
         for container in self.containers.values():
             container.remove(force=True)
         self.containers.clear()
+
+
+def containers_left_by(cloud: FakeCloud, docker_client: Any) -> list[str]:
+    """The containers this stand-in started that still exist (others' not counted)."""
+    mine = set(cloud.started)
+    every = docker_client.containers.list(all=True, filters={"label": FAKE_LABEL})
+    return [c.id for c in every if c.id in mine]
 
 
 def leftover_cloud_containers(docker_client: Any) -> list[str]:

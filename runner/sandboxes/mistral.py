@@ -49,6 +49,21 @@ decoded by a command (binary), and read back as base64 through a command,
 since the filesystem API returns text only.  Any SDK or transport error of a
 command or a file call is a ``SandboxUnavailableError``; a sandbox the
 platform already deleted (its TTL) counts as deleted at close.
+
+Re-attaching (``runner serve`` after a restart):
+``MistralCloudSandbox.instance_record()`` is what a server stores once the
+instance exists (its service id, app id and name, the marker file, the shell;
+never a token or the executor's secret, which ``attach`` reads again from the
+deployment through the API). ``MistralSandbox.attach(record, session_id=)``
+rebuilds the sandbox for that instance: it must still exist, be that session's
+(its name and app), have a deployment that runs or sleeps, and still hold the
+marker (a deep sleep that lost the disk is refused, not used empty); any
+failure is a ``SandboxUnavailableError`` naming the instance. ``discard``
+deletes a recorded instance if it is still there and is that session's;
+``discard_unrecorded`` deletes those named as a session's (made before the
+server could record them; found by name: the platform has no labels). Nothing
+here deletes an instance when the process dies: the platform's
+``delete_after_delay`` (``ttl_seconds``) bounds every instance.
 """
 
 from __future__ import annotations
@@ -145,6 +160,17 @@ def wrap_command(
     )
 
 
+#: Deployment states an instance can be re-attached in: running, or asleep (an
+#: executor request wakes it; the marker check then tells a deep sleep that
+#: lost the disk).
+ATTACHABLE_STATUSES = frozenset({"HEALTHY", "DEGRADED", "SLEEPING"})
+
+
+def instance_name(session_id: str) -> str:
+    """The name of a session's instance (and of its app)."""
+    return f"runner-{session_id.removeprefix('sess_')[:20]}"
+
+
 def koyeb_available() -> bool:
     import importlib.util
 
@@ -225,7 +251,7 @@ class MistralSandbox(SandboxEnvironment):
     def create_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
         """The keyword arguments of the SDK's ``AsyncSandbox.create`` for one session."""
         options: dict[str, Any] = {
-            "name": f"runner-{session_id.removeprefix('sess_')[:20]}",
+            "name": instance_name(session_id),
             "instance_type": self.instance_type,
             "region": self.region,
             "api_token": os.environ.get(TOKEN_VARIABLE),
@@ -276,6 +302,101 @@ class MistralSandbox(SandboxEnvironment):
                 await sandbox.delete()
             raise
         return sandbox
+
+    async def attach(self, record: Mapping[str, Any], *, session_id: str) -> MistralCloudSandbox:
+        """The sandbox of session ``session_id`` again, from what
+        ``instance_record()`` gave at its creation (``runner serve`` after a restart).
+
+        No setup script and no ``prepare``: they ran once, at creation.  The
+        instance must still exist, be that session's (its name and app), have
+        a deployment that runs or sleeps, and still hold the marker file (an
+        instance that woke from a deep sleep without its disk is refused).
+        Any failure is a ``SandboxUnavailableError`` saying why."""
+        self.check_available()
+        _forget_clients_of_other_loops()
+        instance = str(record.get("instance_id") or "")
+        remote = await _find_instance(instance)
+        if remote is None:
+            raise SandboxUnavailableError(f"cloud instance {instance} no longer exists")
+        try:
+            if remote.name != instance_name(session_id) or remote.app_id != record.get("app_id"):
+                raise SandboxUnavailableError(
+                    f"cloud instance {instance} is not the sandbox of session {session_id}"
+                )
+            status = await _deployment_status(remote)
+            if status not in ATTACHABLE_STATUSES:
+                raise SandboxUnavailableError(
+                    f"cloud instance {instance} is not running (deployment {status})"
+                )
+            sandbox = MistralCloudSandbox(
+                remote=remote,
+                session_id=session_id,
+                default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+            )
+            sandbox.shell = str(record.get("shell") or "sh")
+            sandbox._marker = record.get("marker") or None
+            if sandbox._marker is None:
+                raise SandboxUnavailableError(
+                    f"cloud instance {instance} was recorded without its marker file"
+                )
+            try:
+                result = await sandbox._run("true", timeout=60, cwd="/")
+            except SandboxUnavailableError as exc:
+                raise SandboxUnavailableError(f"cloud instance {instance}: {exc}") from exc
+            if result["code"] != 0:
+                raise SandboxUnavailableError(
+                    f"cloud instance {instance} does not run commands "
+                    f"(exit {result['code']}: {_one_line(result['stderr'])})"
+                )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _close_clients(remote)
+            raise
+        return sandbox
+
+    async def discard(self, record: Mapping[str, Any], *, session_id: str) -> bool:
+        """Delete the instance ``record`` names if it still exists and is session
+        ``session_id``'s (never another's); returns whether one was deleted."""
+        self.check_available()
+        _forget_clients_of_other_loops()
+        remote = await _find_instance(str(record.get("instance_id") or ""))
+        if remote is None:
+            return False
+        if remote.name != instance_name(session_id) or remote.app_id != record.get("app_id"):
+            await _close_clients(remote)
+            return False
+        sandbox = MistralCloudSandbox(
+            remote=remote, session_id=session_id, default_exec_timeout_seconds=30
+        )
+        await sandbox.delete()
+        return True
+
+    async def discard_unrecorded(self, session_id: str) -> list[str]:
+        """Delete every instance named as session ``session_id``'s (an instance
+        made before the server could record it: a kill during the creation);
+        returns their ids.  Found by name through the API: the platform has
+        no labels."""
+        self.check_available()
+        from koyeb.sandbox import AsyncSandbox
+
+        _forget_clients_of_other_loops()
+        name = instance_name(session_id)
+        try:
+            handles = await AsyncSandbox.list(name=name)
+            deleted = []
+            for handle in handles:
+                if handle.name == name:
+                    with anyio.CancelScope(shield=True):
+                        await handle.delete()
+                    deleted.append(handle.service_id)
+        except Exception as exc:
+            if api_status(exc) == 404:  # deleted meanwhile
+                return []
+            raise SandboxUnavailableError(
+                f"the cloud instances named {name} could not be listed or deleted "
+                f"({api_error_summary(exc)}); the platform deletes them at their TTL"
+            ) from exc
+        return deleted
 
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
@@ -334,6 +455,44 @@ def api_error_summary(exc: BaseException) -> str:
     return f"{summary} ({'; '.join(fields)})" if fields else summary
 
 
+async def _find_instance(instance_id: str) -> Any:
+    """The SDK's handle of the instance ``instance_id``, or None if the platform
+    has no such instance (any other failure is a ``SandboxUnavailableError``)."""
+    from koyeb.sandbox import AsyncSandbox
+
+    if not instance_id:
+        return None
+    try:
+        return await AsyncSandbox.get_from_id(instance_id)
+    except Exception as exc:  # the SDK's SandboxError family, httpx
+        if api_status(exc) == 404:
+            return None
+        raise SandboxUnavailableError(
+            f"cloud instance {instance_id} cannot be reached ({api_error_summary(exc)})"
+        ) from exc
+
+
+async def _deployment_status(remote: Any) -> str:
+    """What the instance's deployment reports now (``HEALTHY``, ``SLEEPING``...)."""
+    from koyeb.sandbox.clients import get_async_api_clients
+    from koyeb.sandbox.control_plane import AsyncControlPlane
+
+    deployment_id = getattr(remote, "_deployment_id", None)
+    if not deployment_id:
+        return "NONE"
+    control_plane = AsyncControlPlane(get_async_api_clients(remote.api_token, remote.host))
+    try:
+        deployment = await control_plane.get_deployment(deployment_id)
+    except Exception as exc:
+        if api_status(exc) == 404:
+            return "DELETED"
+        raise SandboxUnavailableError(
+            f"cloud instance {remote.service_id} cannot be reached ({api_error_summary(exc)})"
+        ) from exc
+    status = deployment.status
+    return str(getattr(status, "value", status))
+
+
 def _forget_clients_of_other_loops() -> None:
     """koyeb-sdk caches its async HTTP clients module-wide, bound to the event
     loop that made them; a later ``anyio.run`` would reuse a closed loop's
@@ -365,6 +524,17 @@ class MistralCloudSandbox(Sandbox):
         self._finished_runs: list[str] = []
         #: A file only this instance's first start has (see ``wrap_command``).
         self._marker: str | None = None
+
+    def instance_record(self) -> dict[str, Any]:
+        """What a server stores to find this instance again (``MistralSandbox.attach``):
+        ids, name, marker file and shell; no token, no executor secret."""
+        return {
+            "instance_id": self.remote.service_id,
+            "app_id": self.remote.app_id,
+            "instance_name": self.remote.name,
+            "marker": self._marker,
+            "shell": self.shell,
+        }
 
     async def prepare(self) -> None:
         """Make the workspace and the marker file, and find the shell (bash if present)."""

@@ -22,6 +22,10 @@ Docker sessions get durable containers: labelled with the store's id
 (``sandbox-runner.durable``), so neither ``runner gc`` nor another runner
 removes them when this process dies, and a restarted server re-attaches
 them (``LocalDockerSandbox.attach``); their expiry still bounds them.
+Mistral sessions record their cloud instance (ids, name, marker file; no
+secret) and a restarted server re-attaches it (``MistralSandbox.attach``);
+nothing deletes an instance when the server dies, and the platform's
+``delete_after_delay`` (the sandbox's ``ttl_seconds``) bounds it.
 """
 
 from __future__ import annotations
@@ -584,6 +588,8 @@ class Sessions:
         live = Live(compiled=compiled, inputs=inputs, agent_name=agent.name)
         self.live[session_id] = live
         if row.sandbox is None:  # stopped before its sandbox existed: start afresh
+            if row.backend == "mistral":  # one made but not yet recorded goes first
+                await _discard_unrecorded(compiled.agent.environment, session_id)
             await self._start(session_id, live)
             return
         sandbox, problem = await _reattach(compiled.agent.environment, row)
@@ -633,6 +639,14 @@ class Sessions:
         """Delete the sandbox of a session that cannot resume (no hook runs)."""
         if row.backend == "docker":
             await _discard_container(None, row)
+            return
+        if row.backend == "mistral":
+            if "instance_id" in (row.sandbox or {}):
+                await _discard_instance(None, row)
+            else:  # killed while creating it: found by its name
+                from ..sandboxes.mistral import MistralSandbox
+
+                await _discard_unrecorded(MistralSandbox(), row.id)
             return
         sandbox, _ = await _reattach(None, row)
         if sandbox is not None:
@@ -698,6 +712,9 @@ def _sandbox_record(sandbox: Any) -> dict[str, Any]:
     root = getattr(sandbox, "root", None)
     if root is not None:
         record["root"] = str(root)
+    instance = getattr(sandbox, "instance_record", None)
+    if callable(instance):  # a cloud instance: its ids, name and marker (no secret)
+        record.update(instance())
     container = getattr(sandbox, "container_id", None)
     if container is not None:
         record["container_id"] = container
@@ -766,13 +783,48 @@ async def _discard_container(environment: Any, row: SessionRow) -> None:
         logger.error("removing the container of %s failed: %s", row.id, exc)
 
 
+async def _discard_instance(environment: Any, row: SessionRow) -> None:
+    """Delete the cloud instance ``row`` records if it is still there (and is its session's)."""
+    from ..sandboxes.mistral import MistralSandbox
+
+    record = row.sandbox or {}
+    if "instance_id" not in record:
+        return
+    environment = environment or MistralSandbox()
+    try:
+        await environment.discard(record, session_id=row.id)
+    except Exception as exc:
+        logger.error(
+            "deleting the cloud instance %s of %s failed: %s", record["instance_id"], row.id, exc
+        )
+
+
+async def _discard_unrecorded(environment: Any, session_id: str) -> None:
+    """Delete the cloud instances named as the session's that it never recorded
+    (the server was killed while creating one); a failure is logged only:
+    the platform deletes them at their TTL."""
+    try:
+        deleted = await environment.discard_unrecorded(session_id)
+    except Exception as exc:
+        logger.error("%s", exc)
+        return
+    if deleted:
+        logger.warning(
+            "deleted %d cloud instance(s) session %s made but never recorded: %s",
+            len(deleted),
+            session_id,
+            ", ".join(deleted),
+        )
+
+
 async def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
     """The sandbox of ``row`` again, or (None, why it cannot be found).
 
     ``environment`` gives the shell and settings commands run with; None gives
-    a sandbox good only for ``delete()``.  A Docker container that cannot be
-    re-attached (gone, stopped, another session's) is removed if it is still
-    there and is this session's: nothing is left behind.
+    a sandbox good only for ``delete()``.  A Docker container or a cloud
+    instance that cannot be re-attached (gone, stopped, another session's, a
+    cloud instance that lost its disk) is removed if it is still there and is
+    this session's: nothing is left behind.
     """
     record = row.sandbox or {}
     if row.backend == "local" and "root" in record:
@@ -804,6 +856,15 @@ async def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
             )
         except SandboxUnavailableError as exc:
             await _discard_container(environment, row)
+            return None, f"its sandbox is gone ({exc})"
+        return sandbox, ""
+    if row.backend == "mistral" and "instance_id" in record and environment is not None:
+        from .._errors import SandboxUnavailableError
+
+        try:
+            sandbox = await environment.attach(record, session_id=row.id)
+        except SandboxUnavailableError as exc:
+            await _discard_instance(environment, row)
             return None, f"its sandbox is gone ({exc})"
         return sandbox, ""
     return None, (
