@@ -184,33 +184,39 @@ async def test_generated_values_travel_as_data_on_every_image(docker_backend, im
     cases = int(os.environ.get("RUNNER_FUZZ_CASES", "60"))
     async with await open_session(docker_backend, image=tag, exec_channel="shell") as session:
         box = session.sandbox
-        for case in range(cases):
-            value = nasty_value(rng)
-            expected = value.encode("utf-8", "surrogateescape")
-            # env: printf prints it back; od makes the bytes comparable exactly
-            result = await box.execute('printf %s "$V" | od -An -tx1 -v', env={"V": value})
-            assert result.exit_code == 0, (value, result)
-            assert bytes.fromhex("".join(result.stdout.split())) == expected, value
-            # the command itself: a value as a literal inside single quotes
-            quoted = "'" + value.replace("'", "'\\''") + "'"
-            result = await box.execute(f"printf %s {quoted} | od -An -tx1 -v")
-            assert bytes.fromhex("".join(result.stdout.split())) == expected, value
-            # a file named after it, holding it
-            name = "f" + value.replace("/", "_").replace("\0", "")
-            await box.write_file(name, expected)
-            assert await box.read_file(name) == expected, value
-            # a directory named after it, as the cwd
-            if "/" not in value and value not in ("", ".", ".."):
-                made = await box.execute('mkdir -p -- "d$V"', env={"V": value})
-                assert made.exit_code == 0, made
-                where = await box.execute("pwd | od -An -tx1 -v", cwd="d" + value)
-                assert bytes.fromhex("".join(where.stdout.split())) == (
-                    b"/workspace/d" + expected + b"\n"
-                ), value
-            if case % 20 == 0:
-                assert (await box.execute("ls /tmp/pwned 2>&1")).exit_code != 0
-        assert (await box.execute("ls /tmp/pwned 2>&1")).exit_code != 0
+        await assert_values_travel_as_data(box, rng, cases)
         assert box.channel is not None and box.channel.kind == "shell"
+
+
+async def assert_values_travel_as_data(box: Any, rng: random.Random, cases: int) -> None:
+    """Generated values in env, the command, file names and contents, and
+    the cwd come back byte for byte, and nothing they spell runs."""
+    for case in range(cases):
+        value = nasty_value(rng)
+        expected = value.encode("utf-8", "surrogateescape")
+        # env: printf prints it back; od makes the bytes comparable exactly
+        result = await box.execute('printf %s "$V" | od -An -tx1 -v', env={"V": value})
+        assert result.exit_code == 0, (value, result)
+        assert bytes.fromhex("".join(result.stdout.split())) == expected, value
+        # the command itself: a value as a literal inside single quotes
+        quoted = "'" + value.replace("'", "'\\''") + "'"
+        result = await box.execute(f"printf %s {quoted} | od -An -tx1 -v")
+        assert bytes.fromhex("".join(result.stdout.split())) == expected, value
+        # a file named after it, holding it
+        name = "f" + value.replace("/", "_").replace("\0", "")
+        await box.write_file(name, expected)
+        assert await box.read_file(name) == expected, value
+        # a directory named after it, as the cwd
+        if "/" not in value and value not in ("", ".", ".."):
+            made = await box.execute('mkdir -p -- "d$V"', env={"V": value})
+            assert made.exit_code == 0, made
+            where = await box.execute("pwd | od -An -tx1 -v", cwd="d" + value)
+            assert bytes.fromhex("".join(where.stdout.split())) == (
+                b"/workspace/d" + expected + b"\n"
+            ), value
+        if case % 20 == 0:
+            assert (await box.execute("ls /tmp/pwned 2>&1")).exit_code != 0
+    assert (await box.execute("ls /tmp/pwned 2>&1")).exit_code != 0
 
 
 # --- a hostile sandbox user ---------------------------------------------------------
