@@ -348,7 +348,7 @@ class Spawner:
         finally:
             theirs.close()
         try:
-            header, body = self._exchange(ours, request)
+            header, stdout, stderr = self._exchange(ours, request)
         except (EOFError, OSError, ValueError, KeyError, TypeError) as exc:
             # Stopped, killed or broken: it may have run part of the command.
             with SPAWNERS_LOCK:
@@ -362,8 +362,7 @@ class Spawner:
             ours.close()
         if "error" in header:  # the command could not start (no such shell, ...)
             raise OSError(header.get("errno") or errno.EIO, header["message"])
-        stdout_len = header.pop("stdout_len")
-        return header, body[:stdout_len], body[stdout_len:]
+        return header, stdout, stderr
 
     @staticmethod
     def _exchange(conn, request):
@@ -374,11 +373,14 @@ class Spawner:
         if size > SPAWNER_MAX_HEADER:
             raise ValueError("an answer header of {} bytes".format(size))
         header = loads(recv_exact(conn, size, deadline).decode("utf-8"))
-        size = header.pop("size", 0)
+        if "error" in header:
+            return header, b"", b""
+        size, stdout_len = header.pop("size"), header.pop("stdout_len")
         limit = max(1, int(request.get("cap", 8 << 20)) // 2) * 4 + 200
-        if not 0 <= header.get("stdout_len", 0) <= size <= limit:
+        if not 0 <= stdout_len <= size <= limit:
             raise ValueError("an answer body of {} bytes".format(size))
-        return header, recv_exact(conn, size, deadline)
+        body = recv_exact(conn, size, deadline)
+        return header, body[:stdout_len], body[stdout_len:]
 
 
 def spawner_main(uid, gid, control):
@@ -509,14 +511,6 @@ def select_recv(conn, deadline, size):
     if left <= 0 or not select.select([conn], [], [], left)[0]:
         raise socket.timeout("timed out")
     return conn.recv(size)
-
-
-def stop_child(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
 
 
 def as_user(user):
@@ -775,8 +769,8 @@ def _parse(tokens, index):
         while True:
             item, index = _parse(tokens, index)
             items.append(item)
-            index = _expect(tokens, index, ",]")
-            if tokens[index - 1].group(1) == "]":
+            punctuation, index = _expect(tokens, index, ",]")
+            if punctuation == "]":
                 return items, index
     if punctuation == "{":
         members, index = {}, index + 1
@@ -786,22 +780,20 @@ def _parse(tokens, index):
             if index >= len(tokens) or tokens[index].group(2) is None:
                 raise ValueError("a key must be a string")
             key = _unescape(tokens[index].group(2))
-            index = _expect(tokens, index + 1, ":")
+            _, index = _expect(tokens, index + 1, ":")
             members[key], index = _parse(tokens, index)
-            index = _expect(tokens, index, ",}")
-            if tokens[index - 1].group(1) == "}":
+            punctuation, index = _expect(tokens, index, ",}")
+            if punctuation == "}":
                 return members, index
     raise ValueError("unexpected {!r}".format(token.group().strip()))
 
 
 def _expect(tokens, index, allowed):
-    if (
-        index >= len(tokens)
-        or (tokens[index].group(1) or "") not in allowed
-        or not tokens[index].group(1)
-    ):
+    """(the punctuation at ``index``, the next index); ValueError unless it is in ``allowed``."""
+    punctuation = tokens[index].group(1) if index < len(tokens) else None
+    if not punctuation or punctuation not in allowed:
         raise ValueError("expected one of {!r}".format(allowed))
-    return index + 1
+    return punctuation, index + 1
 
 
 def _unescape(string):
