@@ -701,7 +701,13 @@ def _has_text(path: Path, text: str) -> bool:
     help="save: steps write under DIR/<session id>/.",
 )
 @click.option(
-    "--db", type=click.Path(dir_okay=False), help="The SQLite file [default: DIR/runner-serve.db]."
+    "--db",
+    envvar="RUNNER_SERVE_DB",
+    metavar="FILE|URL",
+    help="A SQLite file (one server) [default: DIR/runner-serve.db], or a "
+    "postgresql://USER@HOST/DB URL that several servers share (each session run by "
+    "one; a dead server's taken over by another). Also read from RUNNER_SERVE_DB; "
+    "keep a password out of the command line (PGPASSWORD or ~/.pgpass).",
 )
 @click.option(
     "--max-sessions",
@@ -711,6 +717,15 @@ def _has_text(path: Path, text: str) -> bool:
     help="Open sessions (not closed or failed) this server holds; one more is answered "
     "503 with Retry-After, and nothing is created.",
 )
+@click.option(
+    "--claim-interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,  # serve.CLAIM_INTERVAL_SECONDS
+    show_default=True,
+    metavar="SECONDS",
+    help="PostgreSQL: how often this server looks for sessions whose server died "
+    "(and takes them over), and checks it still holds its own.",
+)
 def serve(
     files: tuple[str, ...],
     python_agents: tuple[str, ...],
@@ -719,6 +734,7 @@ def serve(
     output_dir: str,
     db: str | None,
     max_sessions: int,
+    claim_interval: float,
 ) -> None:
     """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
     (see the README).
@@ -726,7 +742,9 @@ def serve(
     Every request needs Authorization: Bearer $RUNNER_SERVE_TOKEN; without the
     variable the server listens only on loopback, with a token it prints.
     Sessions, events and finished steps are kept in a SQLite file, so a server
-    killed and started again finds every session that was not closed.
+    killed and started again finds every session that was not closed; or in
+    PostgreSQL (--db postgresql://...), where several servers share them and
+    take over the sessions of one that died.
     """
     import anyio
 
@@ -745,6 +763,7 @@ def serve(
                 db=db,
                 python_agents=python_agents,
                 max_sessions=max_sessions,
+                claim_interval=claim_interval,
             )
         )
     except ServeError as exc:

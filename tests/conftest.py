@@ -174,3 +174,25 @@ def local_backend(tmp_path: Path) -> Any:
     backend = Backend("local", tmp_path)
     yield backend
     assert backend.leftovers() == [], "the local backend left workspaces behind"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Any:
+    """One throwaway PostgreSQL server for the whole run (tests/postgres_server.py):
+    unix socket only, stopped and removed at the end.  Skipped if PostgreSQL
+    is not installed (failed under CI)."""
+    from postgres_server import PostgresServer, find_bindir
+
+    if find_bindir() is None:
+        problem = "PostgreSQL is not installed: run scripts/postgres-install"
+        if os.environ.get("CI"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: Any) -> str:
+    """The DSN of a new, empty database of its own on the session's server."""
+    return str(postgres_server.new_database())

@@ -583,30 +583,50 @@ def _discard(client: Any, container_id: str, label_session_id: str) -> bool:
     return True
 
 
-def _durable_leftovers(client: Any, owner: str, keep: frozenset[str]) -> list[str]:
+def _durable_leftovers(
+    client: Any, owner: str, keep: frozenset[str], sessions: frozenset[str] | None
+) -> list[str]:
     removed = []
     for summary in client.api.containers(
         all=True, filters={"label": [LABEL, f"{LABEL_DURABLE}={owner}"]}
     ):
-        if summary["Id"] not in keep:
-            remove_container(client, summary["Id"])
-            removed.append(summary["Id"])
+        if summary["Id"] in keep:
+            continue
+        if (
+            sessions is not None
+            and (summary.get("Labels") or {}).get(LABEL_SESSION) not in sessions
+        ):
+            continue
+        remove_container(client, summary["Id"])
+        removed.append(summary["Id"])
     return removed
 
 
 async def remove_durable_containers(
-    owner: str, *, keep: Collection[str] = (), docker_host: str | None = None
+    owner: str,
+    *,
+    keep: Collection[str] = (),
+    sessions: Collection[str] | None = None,
+    docker_host: str | None = None,
 ) -> list[str]:
     """Remove the durable containers of ``owner`` (a ``runner serve`` database)
-    whose id is not in ``keep``; returns their ids.
+    whose id is not in ``keep``; returns their ids.  With ``sessions``, only
+    those labelled with one of these session ids.
 
     A restarted server calls it before resuming, with the containers its open
     sessions record: what is left is its pool's unclaimed containers, and a
     container created just before a crash, before the server could record it.
+    Servers sharing a PostgreSQL database pass the sessions they take over:
+    another server's pool and sessions are not theirs to remove.
     """
     client = DockerClient(docker_host)
     try:
-        return await client.call(_durable_leftovers, owner, frozenset(keep))
+        return await client.call(
+            _durable_leftovers,
+            owner,
+            frozenset(keep),
+            None if sessions is None else frozenset(sessions),
+        )
     except SandboxUnavailableError as exc:
         raise SandboxUnavailableError(
             f"could not list the durable containers of {owner}: {short_error(exc)}"

@@ -1,4 +1,5 @@
-"""``runner serve``: the sessions of YAML and Python agents over HTTP, journaled in SQLite.
+"""``runner serve``: the sessions of YAML and Python agents over HTTP, journaled
+in SQLite (one server) or PostgreSQL (several).
 
 The pieces, one concept each:
 
@@ -6,7 +7,8 @@ The pieces, one concept each:
 - ``_app``: the routes, the bearer token and the OpenAPI document;
 - ``_sessions``: starting, driving, closing and resuming sessions;
 - ``_journal``: finished steps recorded, and not run again;
-- ``_store``: the SQLite file behind all of it.
+- ``_store``: the journal's tables and queries, and the SQLite file;
+- ``_postgres``: the same on PostgreSQL, and which server runs which session.
 
 docs/serve-design.md says what is built, what is not yet, and why.
 """
@@ -19,15 +21,20 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
 
 #: A request body larger than this is refused with 413 (inputs and messages are small).
 MAX_BODY_BYTES = 1 << 20
+#: How often servers sharing a PostgreSQL database look for sessions whose
+#: server died (and check they still hold their own).
+CLAIM_INTERVAL_SECONDS = 1.0
 #: The shortest RUNNER_SERVE_TOKEN accepted.
 MIN_TOKEN_LENGTH = 16
 #: ``--agent [NAME=]MODULE:ATTR``: a dotted module, a dotted attribute path.
@@ -188,6 +195,7 @@ async def serve(
     python_agents: Sequence[str] = (),
     max_sessions: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    claim_interval: float = CLAIM_INTERVAL_SECONDS,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
@@ -195,7 +203,7 @@ async def serve(
     from ._app import App
     from ._http import serve_forever
     from ._sessions import DEFAULT_MAX_SESSIONS, Sessions
-    from ._store import Store, StoreInUseError
+    from ._store import StoreError, open_store
 
     token, generated = server_token(host)
     if max_sessions is None:
@@ -209,8 +217,8 @@ async def serve(
         raise ServeError("nothing to serve: give YAML files, --agent MODULE:ATTR, or both")
     out.mkdir(parents=True, exist_ok=True)
     try:
-        store = Store(Path(db) if db else out / "runner-serve.db")
-    except StoreInUseError as exc:
+        store = open_store(db or out / "runner-serve.db")
+    except StoreError as exc:
         raise ServeError(str(exc)) from None
     try:
         listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
@@ -218,7 +226,12 @@ async def serve(
         store.close()
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_port)
+    url_host = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::", ""):  # all addresses: other servers reach it by name
+        url_host = socket.gethostname()
+    url = f"http://{url_host}:{bound}"
     sessions: Sessions | None = None
+    lost: list[StoreError] = []
     try:
         async with anyio.create_task_group() as tg:
             sessions = Sessions(
@@ -227,24 +240,41 @@ async def serve(
                 output_dir=out,
                 task_group=tg,
                 max_sessions=max_sessions,
+                owner=url,
             )
             resumed = await sessions.resume_all()
             app = App(sessions, token=token)
             tg.start_soon(_stop_on_signal, tg.cancel_scope, say)
             tg.start_soon(serve_forever, listener, app, max_body_bytes)
-            url_host = f"[{host}]" if ":" in host else host
+            if not store.exclusive:
+                tg.start_soon(_watch_claims, sessions, claim_interval, tg.cancel_scope, lost)
             if generated:
                 say(f"RUNNER_SERVE_TOKEN is not set; this run's token is {token}")
             if resumed:
                 say(f"resuming {len(resumed)} session(s) left open: {', '.join(resumed)}")
             say(
-                f"serving {', '.join(sorted(agents))} on http://{url_host}:{bound} "
-                f"(database {store.path}, output {out}, at most {max_sessions} open sessions)"
+                f"serving {', '.join(sorted(agents))} on {url} "
+                f"(database {store.where}, output {out}, at most {max_sessions} open sessions)"
             )
     finally:
         if sessions is not None:
             sessions.close_pools()
         store.close()
+    if lost:
+        raise ServeError(str(lost[0]))
+
+
+async def _watch_claims(
+    sessions: Any, interval: float, scope: anyio.CancelScope, lost: list
+) -> None:
+    """Take over dead servers' sessions; stop the server if its claims may be lost."""
+    from ._store import StoreError
+
+    try:
+        await sessions.watch_claims(interval)
+    except StoreError as exc:
+        lost.append(exc)
+        scope.cancel()
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, say: Callable[[str], None]) -> None:

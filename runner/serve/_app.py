@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import time
 from typing import Any
 
 import anyio
@@ -24,6 +25,9 @@ from ._store import FINAL_STATUSES
 
 #: How often a quiet event stream sends a comment line, so proxies keep it open.
 KEEPALIVE_SECONDS = 15.0
+#: How often a stream reads the database for a session another server runs
+#: (PostgreSQL): that server's events do not wake this process.
+FOLLOW_ELSEWHERE_SECONDS = 0.5
 
 _SESSION = re.compile(r"^/v1/sessions/(sess_[0-9a-f]{32})(/messages|/events)?$")
 
@@ -90,20 +94,25 @@ class App:
         """Server-sent events: each stored event as ``id: N`` + ``data: {json}``,
         then the live ones, until the session is closed or failed."""
         last = after
+        quiet_since = time.monotonic()
         while True:
             changed = self.sessions.changed(session_id)
             for seq, event in self.sessions.store.events(session_id, after=last):
                 last = seq
+                quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
             row = self.sessions.store.session(session_id)
             if row is None or row.status in FINAL_STATUSES:
                 if not any(True for _ in self.sessions.store.events(session_id, after=last)):
                     return
                 continue
-            with anyio.move_on_after(KEEPALIVE_SECONDS):
+            here = self.sessions.runs_here(session_id)
+            with anyio.move_on_after(KEEPALIVE_SECONDS if here else FOLLOW_ELSEWHERE_SECONDS):
                 await changed.wait()
                 continue
-            yield b": keep-alive\n\n"
+            if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
+                quiet_since = time.monotonic()
+                yield b": keep-alive\n\n"
 
 
 def _allow(method: str, *allowed: str) -> None:

@@ -134,8 +134,14 @@ class Sessions:
         output_dir: Path,
         task_group: anyio.abc.TaskGroup,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        owner: str = "",
     ) -> None:
         self.agents = dict(agents)
+        #: This server's address, recorded with the sessions it runs (on
+        #: PostgreSQL, a client asking another server is sent here).
+        self.owner = owner
+        #: The sessions this server runs (claimed in the store), open ones only.
+        self._mine: set[str] = set()
         self.max_sessions = max_sessions
         self.store = store
         self.output_dir = output_dir
@@ -335,7 +341,7 @@ class Sessions:
         # No await between this count and the insert: two requests cannot both
         # take the last place.  A replayed idempotency key (above) creates
         # nothing, so it is answered even at the limit.
-        if self.store.count_open() >= self.max_sessions:
+        if self.store.count_open(None if self.store.exclusive else self.owner) >= self.max_sessions:
             raise ApiError(
                 503,
                 "too_many_sessions",
@@ -343,6 +349,10 @@ class Sessions:
                 "close one (DELETE /v1/sessions/{id}) or retry later",
                 headers=[("retry-after", str(RETRY_AFTER_SECONDS))],
             )
+        # Claimed before the row exists: another server looking for sessions
+        # to take over never sees this one unclaimed.  (A new random id: no
+        # one else can hold it.)
+        self.store.claim(session_id, self.owner)
         row = self.store.create_session(
             session_id=session_id,
             agent=agent.name,
@@ -351,9 +361,12 @@ class Sessions:
             fingerprint=fingerprint,
             file_hash=_agent_hash(agent),
             backend=agent.backend,
+            owner=self.owner,
         )
         if row is None:  # a concurrent request took the key first
+            self.store.release(session_id)
             return self._same(self.store.session_by_key(key), fingerprint), False  # type: ignore[arg-type]
+        self._mine.add(session_id)
         live = Live(compiled=compiled, inputs=resolved, agent_name=agent.name)
         self.live[session_id] = live
         self.tg.start_soon(self._start, session_id, live)
@@ -423,11 +436,36 @@ class Sessions:
     def _fail(self, session_id: str, reason: str) -> None:
         self.live.pop(session_id, None)
         self._set(session_id, status="failed", error=reason)
+        self._release(session_id)
+
+    def _release(self, session_id: str) -> None:
+        """The session is final: this server no longer holds it."""
+        self._mine.discard(session_id)
+        self.store.release(session_id)
+
+    def runs_here(self, session_id: str) -> bool:
+        """Whether this server runs the session (its events wake this process)."""
+        return session_id in self._mine
+
+    def _elsewhere(self, row: SessionRow, action: str) -> None:
+        """Refuse (409) a request for an open session another server runs."""
+        if row.status in FINAL_STATUSES or self.runs_here(row.id) or not row.owner:
+            return
+        if row.owner == self.owner:
+            return
+        raise ApiError(
+            409,
+            "owned_elsewhere",
+            f"cannot {action}: session {row.id} is run by the server at {row.owner}; "
+            "send this request there (if that server stopped, another one takes the "
+            "session over within seconds: retry)",
+        )
 
     # --- turns and close ----------------------------------------------------
 
     def _live(self, session_id: str, *, action: str) -> Live:
         row = self.row(session_id)
+        self._elsewhere(row, action)
         live = self.live.get(session_id)
         if row.status in FINAL_STATUSES or live is None or live.session is None:
             why = f"is {row.status}" + (f" ({row.error})" if row.error else "")
@@ -476,6 +514,7 @@ class Sessions:
         row = self.row(session_id)
         if row.status in FINAL_STATUSES:
             return row
+        self._elsewhere(row, "close it")
         live = self.live.get(session_id)
         if live is None or live.session is None:
             raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")
@@ -505,23 +544,77 @@ class Sessions:
             status="failed" if failures else "closed",
             error="; ".join(failures) or None,
         )
+        self._release(session_id)
 
     # --- resume -------------------------------------------------------------
 
     async def resume_all(self) -> list[str]:
-        """Pick up every session a stopped server left open; returns their ids.
+        """Pick up every session a stopped server left open (on PostgreSQL:
+        those no live server holds); returns their ids.
 
         First the store's durable containers that no open session records are
         removed: a pool's unclaimed ones, or one created just before the stop,
-        before the server could record it (that session then starts afresh)."""
-        rows = self.store.sessions(open_only=True)
-        if any(agent.backend == "docker" for agent in self.agents.values()):
+        before the server could record it (that session then starts afresh).
+        On PostgreSQL, only the containers of the sessions taken (other servers'
+        pools and sessions are theirs)."""
+        rows = self._claim_open()
+        await self._resume_rows(rows)
+        return [row.id for row in rows]
+
+    async def watch_claims(self, interval: float) -> None:
+        """On PostgreSQL, every ``interval`` seconds: check this server still
+        holds its sessions (else raise ``StoreError``: stop), and take over the
+        open sessions no live server holds (their server died)."""
+        while True:
+            await anyio.sleep(interval)
+            self.store.check_alive()
+            rows = self._claim_open()
+            if rows:
+                logger.warning(
+                    "taking over %d session(s) a stopped server left: %s",
+                    len(rows),
+                    ", ".join(row.id for row in rows),
+                )
+                await self._resume_rows(rows)
+
+    def _claim_open(self) -> list[SessionRow]:
+        """Claim the open sessions no server holds; their rows as they are now."""
+        taken = []
+        for found in self.store.sessions(open_only=True):
+            if found.id in self._mine:
+                continue
+            if not self.store.exclusive and found.agent not in self.agents:
+                continue  # left for a server that serves its agent
+            if not self.store.claim(found.id, self.owner):
+                continue
+            row = self.store.session(found.id)  # read again now that it is ours
+            if row is None or row.status in FINAL_STATUSES:
+                self.store.release(found.id)  # it finished meanwhile
+                continue
+            if row.owner != self.owner:
+                self.store.update(row.id, owner=self.owner)
+                row.owner = self.owner
+            self._mine.add(row.id)
+            taken.append(row)
+        return taken
+
+    async def _resume_rows(self, rows: list[SessionRow]) -> None:
+        docker = (
+            any(agent.backend == "docker" for agent in self.agents.values())
+            if self.store.exclusive
+            else any(row.backend == "docker" for row in rows)
+        )
+        if docker:
             from .._errors import SandboxUnavailableError
             from ..sandboxes.docker import remove_durable_containers
 
             keep = {(r.sandbox or {}).get("container_id") for r in rows} - {None}
             try:
-                removed = await remove_durable_containers(self.store.id, keep=keep)
+                removed = await remove_durable_containers(
+                    self.store.id,
+                    keep=keep,
+                    sessions=None if self.store.exclusive else {row.id for row in rows},
+                )
             except SandboxUnavailableError as exc:
                 logger.error("%s", exc)
             else:
@@ -546,7 +639,6 @@ class Sessions:
                 )
         for row in rows:
             self.tg.start_soon(self._resume, row)
-        return [row.id for row in rows]
 
     async def _resume(self, row: SessionRow) -> None:
         session_id = row.id

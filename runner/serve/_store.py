@@ -1,9 +1,12 @@
-"""The server's journal: sessions, their events and finished steps, in SQLite.
+"""The server's journal: sessions, their events and finished steps.
 
-One file (``--db``, default ``runner-serve.db`` in the output folder), opened
-in WAL mode, zero set-up.  Every write commits before the call returns, so a
-server killed with SIGKILL loses nothing it had recorded: WAL with
-``synchronous=NORMAL`` survives a crashed process (not a power cut, which
+Two engines behind one set of queries (:class:`Store`): a SQLite file
+(:class:`SqliteStore`; ``--db FILE``, default ``runner-serve.db`` in the
+output folder), opened in WAL mode, zero set-up, one server; or a PostgreSQL
+database that several servers share (``--db postgresql://...``, ``_postgres``).
+Every write commits before the call returns, so a server killed with
+SIGKILL loses nothing it had recorded (on SQLite, WAL with
+``synchronous=NORMAL`` survives a crashed process, not a power cut, which
 would need ``FULL``; see docs/serve-design.md).
 
 What is never written here: a secret value.  Inputs are stored as the
@@ -29,7 +32,8 @@ from typing import Any
 OPEN_STATUSES = ("starting", "waiting", "running", "closing")
 FINAL_STATUSES = ("closed", "failed")
 
-_SCHEMA = """
+#: Both engines' tables (the types are PostgreSQL's; SQLite takes them as its own).
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -39,12 +43,13 @@ CREATE TABLE IF NOT EXISTS sessions (
     fingerprint TEXT NOT NULL,
     file_hash TEXT NOT NULL,
     backend TEXT NOT NULL,
+    owner TEXT,
     sandbox TEXT,
     result TEXT,
     error TEXT,
     conversation TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL,
@@ -62,7 +67,7 @@ CREATE TABLE IF NOT EXISTS steps (
     point TEXT NOT NULL,
     step INTEGER NOT NULL,
     details TEXT NOT NULL,
-    finished_at REAL NOT NULL,
+    finished_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (session_id, hook, point, step)
 );
 """
@@ -82,6 +87,8 @@ class SessionRow:
     #: sha256 of the agent's YAML file when the session started (the journal's positions).
     file_hash: str
     backend: str
+    #: The address of the server that runs it (PostgreSQL: one of several).
+    owner: str | None
     sandbox: dict[str, Any] | None
     result: dict[str, Any] | None
     error: str | None
@@ -98,6 +105,7 @@ class SessionRow:
             "status": self.status,
             "inputs": self.inputs,
             "idempotency_key": self.idempotency_key,
+            "owner": self.owner,
             "result": self.result,
             "error": self.error,
             "created_at": self.created_at,
@@ -105,61 +113,64 @@ class SessionRow:
         }
 
 
-class StoreInUseError(Exception):
-    """Another server holds the database: two would resume the same sessions."""
+class StoreError(Exception):
+    """The database cannot be used; the message says why (the server does not start)."""
+
+
+class StoreInUseError(StoreError):
+    """Another server holds the SQLite file: two would resume the same sessions."""
 
 
 class Store:
-    """A SQLite journal, safe to call from the event loop (each call is one short
-    transaction) and from worker threads (one lock around the connection).
+    """The journal's queries, shared by both engines: :class:`SqliteStore` (a
+    file, one server) and ``PostgresStore`` (``_postgres``: many servers).
 
-    One server per file: an exclusive ``flock`` on ``PATH.lock``, held while the
-    store is open (the kernel drops it when the process dies, even by SIGKILL).
+    Safe to call from the event loop (each call is one short transaction) and
+    from worker threads (one lock around the connection).  The SQL is the
+    subset both engines speak (``?`` placeholders, ``ON CONFLICT``, ``excluded``).
+
+    Who runs which session: :meth:`claim` a session before running it and
+    :meth:`release` it once it is final.  A SQLite file has one server, which
+    owns every session (``exclusive``); on PostgreSQL each session is claimed
+    by one server at a time and a dead server's claims lapse with its
+    connection (``PostgresStore``).
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._owner = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._owner)
-            raise StoreInUseError(
-                f"another runner serve is using {self.path}; give this one its own --db"
-            ) from None
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        with self._lock:
-            self._db.executescript(_SCHEMA)
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('id', ?)",
-                (f"serve-{os.urandom(8).hex()}",),
-            )
-            # Made once with the file and kept: the owner of its sessions'
-            # durable containers (label sandbox-runner.durable), across restarts.
-            ((self.id,),) = self._db.execute("SELECT value FROM meta WHERE key = 'id'").fetchall()
+    #: One server owns every session of this database.
+    exclusive = True
+    #: Where the database is, for the server's log (never a password).
+    where = ""
+    #: The database's id: the owner of its sessions' durable containers.
+    id = ""
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-        os.close(self._owner)
+        raise NotImplementedError
 
-    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(sql, args)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
+        """Run one statement in its own committed transaction; the rows it changed."""
+        raise NotImplementedError
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        raise NotImplementedError
+
+    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
+        """In one transaction: read the last number (``sql_last`` with ``key``),
+        insert the next (``sql_insert`` with ``*key, number, value``); return it."""
+        raise NotImplementedError
+
+    # --- who runs which session --------------------------------------------
+
+    def claim(self, session_id: str, owner: str) -> bool:
+        """Take ``session_id`` for this server (``owner``: its address); False if
+        another live server has it."""
+        return True
+
+    def release(self, session_id: str) -> None:
+        """Give up ``session_id`` (it is closed or failed)."""
+
+    def check_alive(self) -> None:
+        """Raise if this server may have lost its claims (PostgreSQL: the
+        connection that holds them broke)."""
 
     # --- sessions -----------------------------------------------------------
 
@@ -173,41 +184,43 @@ class Store:
         fingerprint: str,
         file_hash: str,
         backend: str,
+        owner: str | None = None,
     ) -> SessionRow | None:
         """Insert a session; None (and nothing written) if the key is taken."""
         now = time.time()
-        try:
-            self._write(
-                "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
-                " file_hash, backend, created_at, updated_at)"
-                " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    agent,
-                    json.dumps(inputs),
-                    idempotency_key,
-                    fingerprint,
-                    file_hash,
-                    backend,
-                    now,
-                    now,
-                ),
-            )
-        except sqlite3.IntegrityError:
+        # DO NOTHING on either unique column: the id (never reused) or the key.
+        inserted = self._execute(
+            "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
+            " file_hash, backend, owner, created_at, updated_at)"
+            " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                session_id,
+                agent,
+                json.dumps(inputs),
+                idempotency_key,
+                fingerprint,
+                file_hash,
+                backend,
+                owner,
+                now,
+                now,
+            ),
+        )
+        if not inserted:
             return None
         return self.session(session_id)
 
     def update(self, session_id: str, **fields: Any) -> None:
-        """Set ``status``, ``sandbox``, ``result``, ``error`` or ``conversation``."""
+        """Set ``status``, ``sandbox``, ``result``, ``error``, ``conversation`` or ``owner``."""
         json_fields = {"sandbox", "result", "conversation"}
-        allowed = {"status", "error", *json_fields}
+        allowed = {"status", "error", "owner", *json_fields}
         if not fields or set(fields) - allowed:
             raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
         values = [
             json.dumps(v) if k in json_fields and v is not None else v for k, v in fields.items()
         ]
         assignments = ", ".join(f"{name} = ?" for name in fields)
-        self._write(
+        self._execute(
             f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
             (*values, time.time(), session_id),
         )
@@ -225,30 +238,27 @@ class Store:
         rows = self._rows(f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at")
         return [_row(r) for r in rows]
 
-    def count_open(self) -> int:
-        """How many sessions are not closed or failed (``--max-sessions`` counts these)."""
-        ((count,),) = self._rows(f"SELECT COUNT(*) FROM sessions WHERE status IN {OPEN_STATUSES!r}")
+    def count_open(self, owner: str | None = None) -> int:
+        """How many sessions are not closed or failed (``--max-sessions`` counts
+        these): all of them, or those ``owner`` runs."""
+        where, args = "", ()
+        if owner is not None:
+            where, args = " AND owner = ?", (owner,)
+        ((count,),) = self._rows(
+            f"SELECT COUNT(*) FROM sessions WHERE status IN {OPEN_STATUSES!r}{where}", args
+        )
         return count
 
     # --- events -------------------------------------------------------------
 
     def add_event(self, session_id: str, event: dict[str, Any]) -> int:
         """Append an (already scrubbed) event; return its sequence number (1, 2, ...)."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                (last,) = self._db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
-                ).fetchone()
-                self._db.execute(
-                    "INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)",
-                    (session_id, last + 1, json.dumps(event, default=str)),
-                )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        return last + 1
+        return self._append(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+            "INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)",
+            (session_id,),
+            json.dumps(event, default=str),
+        )
 
     def events(self, session_id: str, *, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         rows = self._rows(
@@ -264,9 +274,10 @@ class Store:
         self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
     ) -> None:
         """Record a finished step (``step=WHOLE_HOOK``: a whole hook point)."""
-        self._write(
-            "INSERT OR REPLACE INTO steps (session_id, hook, point, step, details, finished_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+        self._execute(
+            "INSERT INTO steps (session_id, hook, point, step, details, finished_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, hook, point, step)"
+            " DO UPDATE SET details = excluded.details, finished_at = excluded.finished_at",
             (session_id, hook, point, step, json.dumps(details), time.time()),
         )
 
@@ -289,6 +300,85 @@ class Store:
         return {hook for (hook,) in rows}
 
 
+class SqliteStore(Store):
+    """A SQLite file: zero set-up, one server.
+
+    One server per file: an exclusive ``flock`` on ``PATH.lock``, held while the
+    store is open (the kernel drops it when the process dies, even by SIGKILL).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.where = str(self.path)
+        self._owner = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._owner)
+            raise StoreInUseError(
+                f"another runner serve is using {self.path}; give this one its own --db"
+            ) from None
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        with self._lock:
+            self._db.executescript(SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
+            if "owner" not in columns:  # a file written before servers had owners
+                self._db.execute("ALTER TABLE sessions ADD COLUMN owner TEXT")
+        self._execute(
+            "INSERT INTO meta (key, value) VALUES ('id', ?) ON CONFLICT DO NOTHING",
+            (f"serve-{os.urandom(8).hex()}",),
+        )
+        # Made once with the file and kept: the owner of its sessions'
+        # durable containers (label sandbox-runner.durable), across restarts.
+        ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        os.close(self._owner)
+
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                changed = self._db.execute(sql, args).rowcount
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return changed
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                ((last,),) = self._db.execute(sql_last, key).fetchall()
+                self._db.execute(sql_insert, (*key, last + 1, value))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return last + 1
+
+
+def open_store(db: str | Path) -> Store:
+    """The store ``--db`` names: a ``postgresql://`` (or ``postgres://``) URL, or
+    a SQLite file's path."""
+    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
+        from ._postgres import PostgresStore
+
+        return PostgresStore(db)
+    return SqliteStore(db)
+
+
 _NAMES = (
     "id",
     "agent",
@@ -298,6 +388,7 @@ _NAMES = (
     "fingerprint",
     "file_hash",
     "backend",
+    "owner",
     "sandbox",
     "result",
     "error",

@@ -1,0 +1,405 @@
+"""``runner serve --db postgresql://...``: several servers share the sessions,
+one runs each, and a dead server's sessions are taken over by another.
+
+Real parts: a throwaway PostgreSQL server from Debian's packages (the
+``postgres_server`` fixture: its own cluster in a temp dir, run by an
+unprivileged user, unix socket only), the real ``runner serve`` processes,
+local sandboxes whose counter files prove how often each step ran.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from serve_process import Server, lines, processes_with_home, wait_for, wait_status
+
+from runner.serve._postgres import PostgresStore, lock_key, redacted
+from runner.serve._store import SqliteStore, StoreError
+
+BLOCK = "touch {flag}; echo $$ > {flag}.pid; while [ ! -f {go} ]; do sleep 0.05; done"
+
+
+def shared_file(tmp_path: Path) -> Path:
+    path = tmp_path / "shared.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            agent:
+              name: shared
+              model: local-model
+              environment:
+                sandbox: local
+                default_exec_timeout_seconds: 120
+                hooks:
+                  - name: counted
+                    on_create:
+                      - run: echo ran >> create-1.count
+                      - run: echo ran >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO_CREATE")}
+                      - run: echo ran >> create-3.count
+                    on_destroy:
+                      - run: echo ran >> destroy-1.count
+                      - save: create-2.count
+                        to: create-2.count
+            """
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, postgres_dsn: str):
+    """Two servers of one agent file on one database, each in its own folder."""
+    agent = shared_file(tmp_path)
+    servers = [
+        Server(
+            [agent],
+            tmp_path / name,
+            db=postgres_dsn,  # type: ignore[arg-type]
+            args=["--claim-interval", "0.1"],
+        )
+        for name in ("a", "b")
+    ]
+    yield servers
+    (tmp_path / "GO_CREATE").touch()  # a command a killed server left blocked ends
+    for server in servers:
+        server.stop()
+
+
+# --- the store: the same queries on both engines --------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path: Path):
+    if request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "journal.db")
+    else:
+        opened = PostgresStore(request.getfixturevalue("postgres_dsn"))
+    yield opened
+    opened.close()
+
+
+def create(store, session_id: str, *, key: str | None = None, owner: str = "http://a"):
+    return store.create_session(
+        session_id=session_id,
+        agent="shared",
+        inputs={"n": 1},
+        idempotency_key=key,
+        fingerprint="f",
+        file_hash="h",
+        backend="local",
+        owner=owner,
+    )
+
+
+def test_both_engines_keep_sessions_events_and_steps_alike(store) -> None:
+    row = create(store, "sess_1", key="k1")
+    assert (row.id, row.status, row.inputs, row.owner) == (
+        "sess_1",
+        "starting",
+        {"n": 1},
+        "http://a",
+    )
+    # The id and the idempotency key are unique: a second insert writes nothing.
+    assert create(store, "sess_2", key="k1") is None
+    assert create(store, "sess_1") is None
+    assert store.session("sess_2") is None
+    assert store.session_by_key("k1").id == "sess_1"
+
+    created_at = row.created_at
+    store.update("sess_1", status="waiting", sandbox={"root": "/x"}, owner="http://b")
+    again = store.session("sess_1")
+    assert (again.status, again.sandbox, again.owner) == ("waiting", {"root": "/x"}, "http://b")
+    assert again.created_at == created_at  # a timestamp keeps its precision (not float4)
+    assert again.updated_at >= created_at
+
+    assert [store.add_event("sess_1", {"event": e}) for e in ("a", "b", "c")] == [1, 2, 3]
+    assert store.add_event("other", {"event": "x"}) == 1  # numbered per session
+    assert list(store.events("sess_1", after=1)) == [(2, {"event": "b"}), (3, {"event": "c"})]
+
+    store.finish_step("sess_1", 0, "on_create", 1, {"exit_code": 0})
+    store.finish_step("sess_1", 0, "on_create", 1, {"exit_code": 1})  # the later record wins
+    assert store.finished_step("sess_1", 0, "on_create", 1) == {"exit_code": 1}
+    assert store.finished_step("sess_1", 0, "on_create", 2) is None
+    store.finish_step("sess_1", 2, "on_create", -1, {})
+    assert store.finished_hooks("sess_1", "on_create") == {2}
+
+    create(store, "sess_3", owner="http://a")
+    assert store.count_open() == 2
+    assert store.count_open("http://a") == 1  # a server counts its own sessions
+    store.update("sess_3", status="closed")
+    assert [r.id for r in store.sessions(open_only=True)] == ["sess_1"]
+    assert [r.id for r in store.sessions()] == ["sess_1", "sess_3"]
+
+
+def test_a_sqlite_file_from_before_owners_gains_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, agent TEXT NOT NULL, status TEXT NOT NULL,"
+        " inputs TEXT NOT NULL, idempotency_key TEXT UNIQUE, fingerprint TEXT NOT NULL,"
+        " file_hash TEXT NOT NULL, backend TEXT NOT NULL, sandbox TEXT, result TEXT,"
+        " error TEXT, conversation TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL)"
+    )
+    old.execute(
+        "INSERT INTO sessions VALUES ('sess_old', 'a', 'waiting', '{}', NULL, 'f', 'h',"
+        " 'local', NULL, NULL, NULL, NULL, 1.0, 1.0)"
+    )
+    old.commit()
+    old.close()
+    store = SqliteStore(path)
+    try:
+        assert store.session("sess_old").owner is None
+        assert store.count_open() == 1
+    finally:
+        store.close()
+
+
+# --- claims: PostgreSQL says which server runs a session ------------------
+
+
+def test_a_session_is_claimed_by_one_store_at_a_time(postgres_dsn: str) -> None:
+    first, second = PostgresStore(postgres_dsn), PostgresStore(postgres_dsn)
+    try:
+        assert first.id == second.id  # one database: one owner of durable containers
+        assert first.claim("sess_x", "http://a")
+        assert first.claim("sess_x", "http://a")  # again: still its own
+        assert not second.claim("sess_x", "http://b")
+        assert second.claim("sess_y", "http://b")
+        first.release("sess_x")
+        assert second.claim("sess_x", "http://b")
+        assert not first.claim("sess_x", "http://a")
+    finally:
+        first.close()
+    try:
+        # Closing a store gives up its claims (its connection is gone).
+        third = PostgresStore(postgres_dsn)
+        assert not third.claim("sess_x", "http://c")  # still the second's
+        second.close()
+        assert wait_for(lambda: third.claim("sess_x", "http://c"), what="the claim to lapse")
+    finally:
+        third.close()
+
+
+HOLDER = """
+import sys, time
+from runner.serve._postgres import PostgresStore
+store = PostgresStore(sys.argv[1])
+assert store.claim("sess_held", "http://holder")
+print("claimed", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_servers_claims_lapse_with_its_connection(postgres_dsn: str) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, postgres_dsn], stdout=subprocess.PIPE, text=True
+    )
+    store = PostgresStore(postgres_dsn)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        assert not store.claim("sess_held", "http://me")
+        holder.send_signal(signal.SIGKILL)  # no cleanup runs in the holder
+        holder.wait(timeout=10)
+        assert wait_for(
+            lambda: store.claim("sess_held", "http://me"),
+            what="PostgreSQL to drop the dead process's lock",
+            timeout=10,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        store.close()
+
+
+def test_a_store_that_lost_its_claims_connection_says_so(postgres_dsn: str) -> None:
+    store = PostgresStore(postgres_dsn)
+    try:
+        store.check_alive()  # fine while connected
+        assert store.claim("sess_z", "http://me")
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'runner serve (claims)'"
+            )
+        with pytest.raises(StoreError, match="another server may take them over"):
+            store.check_alive()
+        other = PostgresStore(postgres_dsn)
+        try:
+            assert other.claim("sess_z", "http://other")  # the lock went with the connection
+        finally:
+            other.close()
+    finally:
+        store.close()
+
+
+def test_lock_keys_and_redaction() -> None:
+    assert lock_key("sess_a") != lock_key("sess_b")
+    assert -(2**63) <= lock_key("sess_a") < 2**63
+    assert redacted("postgresql://u:s3cret@db.example/runner") == (
+        "postgresql://u:***@db.example/runner"
+    )
+    assert redacted("postgresql://u@/runner?host=/tmp") == "postgresql://u@/runner?host=/tmp"
+
+
+# --- servers ---------------------------------------------------------------
+
+
+def test_a_second_server_takes_over_a_killed_servers_session(two_servers, tmp_path) -> None:
+    a, b = two_servers
+    a.start()
+    b.start()
+    with a.client() as client:
+        created = client.post("/v1/sessions", json={"agent": "shared"})
+        assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    workspace = wait_for(lambda: a.workspaces(), what="the workspace")[0]
+    wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
+    first_run = int(wait_for(lambda: (workspace / "creating.pid").read_text().strip(), what="pid"))
+
+    with b.client() as client:
+        # Any server reads any session; only its owner runs it.
+        seen = client.get(f"/v1/sessions/{session_id}").json()
+        assert seen["status"] == "starting"
+        assert [s["id"] for s in client.get("/v1/sessions").json()["sessions"]] == [session_id]
+        refused = client.delete(f"/v1/sessions/{session_id}")
+        assert refused.status_code == 409
+        assert refused.json()["error"] == "owned_elsewhere"
+        assert a.url in refused.json()["message"]
+
+    a.kill()
+    with b.client() as client:
+        # b takes it over: step 2 (cut off) runs again; step 1 does not.
+        wait_for(lambda: lines(workspace / "create-2.count") == 2, what="step 2 to run again")
+        assert "taking over 1 session(s)" in b.stderr()
+        # a's cut-off run was killed before the step ran again
+        assert first_run not in processes_with_home(workspace.parent / "home")
+        (tmp_path / "GO_CREATE").touch()
+        session = wait_status(client, session_id, "waiting", "failed")
+        assert session["status"] == "waiting", session["error"]
+        assert a.workspaces() == [workspace]  # re-attached, not a new sandbox
+        assert (lines(workspace / "create-1.count"), lines(workspace / "create-3.count")) == (1, 1)
+        closed = client.delete(f"/v1/sessions/{session_id}").json()
+    assert closed["status"] == "closed", closed["error"]
+    assert not workspace.exists()
+    assert lines(b.output_dir / session_id / "create-2.count") == 2  # saved by b
+    assert processes_with_home(workspace.parent / "home") == []
+
+
+def test_each_server_runs_its_own_sessions_and_streams_the_others(two_servers) -> None:
+    a, b = two_servers
+    a.start()
+    b.start()
+    (a.workdir.parent / "GO_CREATE").touch()  # on_create runs through
+    with a.client() as ca, b.client() as cb:
+        on_a = ca.post("/v1/sessions", json={"agent": "shared"}).json()["id"]
+        on_b = cb.post("/v1/sessions", json={"agent": "shared"}).json()["id"]
+        # b follows a's session from the database: the same events a stores.
+        streamed: list[str] = []
+
+        def follow() -> None:
+            with (
+                httpx.Client(base_url=b.url, headers=cb.headers, timeout=30) as client,
+                client.stream("GET", f"/v1/sessions/{on_a}/events") as response,
+            ):
+                streamed.extend(x for x in response.iter_lines() if x.startswith("data: "))
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        assert wait_status(ca, on_a, "waiting")["status"] == "waiting"
+        # Polled, not woken: within a second, not at the 15 s keep-alive.
+        wait_for(
+            lambda: any('"session_started"' in line for line in streamed),
+            what="b's stream to carry a's session_started",
+            timeout=5,
+        )
+        assert wait_status(cb, on_b, "waiting")["status"] == "waiting"
+        # Both alive for ten of their looks for sessions to take over: neither
+        # takes the other's (a negative: nothing to wait for but time).
+        time.sleep(1.0)
+        owners = {s["id"]: s["owner"] for s in ca.get("/v1/sessions").json()["sessions"]}
+        assert owners == {on_a: a.url, on_b: b.url}
+        assert cb.delete(f"/v1/sessions/{on_a}").status_code == 409
+        assert ca.delete(f"/v1/sessions/{on_b}").status_code == 409
+        assert ca.delete(f"/v1/sessions/{on_a}").json()["status"] == "closed"
+        assert cb.delete(f"/v1/sessions/{on_b}").json()["status"] == "closed"
+        # b reads a's events from the database every half second: its stream
+        # ends soon after the close (not at the 15 s keep-alive).
+        follower.join(timeout=5)
+        assert not follower.is_alive()
+        assert streamed and '"session_closed"' in streamed[-1]
+    # Neither took the other's session over while both were alive.
+    assert "taking over" not in a.stderr() + b.stderr()
+
+
+def test_a_restarted_server_resumes_its_sessions_from_postgres(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    server = Server([shared_file(tmp_path)], tmp_path / "a", db=postgres_dsn)  # type: ignore[arg-type]
+    try:
+        server.start()
+        with server.client() as client:
+            session_id = client.post("/v1/sessions", json={}).json()["id"]
+        workspace = wait_for(lambda: server.workspaces(), what="the workspace")[0]
+        wait_for(lambda: (workspace / "creating").exists(), what="step 2 to start")
+        server.kill()
+        server.start()
+        assert f"resuming 1 session(s) left open: {session_id}" in server.stderr()
+        (tmp_path / "GO_CREATE").touch()
+        with server.client() as client:
+            assert wait_status(client, session_id, "waiting", "failed")["status"] == "waiting"
+            assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
+        assert [lines(server.output_dir / session_id / "create-2.count")] == [2]
+    finally:
+        (tmp_path / "GO_CREATE").touch()
+        server.stop()
+
+
+def test_a_server_that_loses_its_database_connection_stops(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    server = Server([shared_file(tmp_path)], tmp_path / "a", db=postgres_dsn)  # type: ignore[arg-type]
+    try:
+        server.start()
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'runner serve (claims)'"
+            )
+        server.process.wait(timeout=30)
+        assert server.process.returncode == 2
+        assert "another server may take them over, so this one stops" in server.stderr()
+    finally:
+        server.stop()
+
+
+def test_an_unreachable_database_stops_the_server_without_its_password(tmp_path: Path) -> None:
+    url = f"postgresql://runner:pa55word@/runner?host={tmp_path}/no-such-dir"
+    server = Server([shared_file(tmp_path)], tmp_path / "a", db=url)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="exited 2"):
+        server.start()
+    log = server.stderr()
+    assert "cannot open the database postgresql://runner:***@/runner" in log
+    assert "pa55word" not in log
+    assert not (server.output_dir / "runner-serve.db").exists()
+
+
+def test_the_database_url_can_come_from_the_environment(tmp_path: Path, postgres_dsn: str) -> None:
+    server = Server([shared_file(tmp_path)], tmp_path / "a", env={"RUNNER_SERVE_DB": postgres_dsn})
+    try:
+        server.start()
+        assert "(database postgresql://runner@/" in server.stderr()
+        assert not (server.output_dir / "runner-serve.db").exists()
+    finally:
+        server.stop()
