@@ -9,6 +9,7 @@ local sandboxes whose counter files prove how often each step ran.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -403,3 +404,73 @@ def test_the_database_url_can_come_from_the_environment(tmp_path: Path, postgres
         assert not (server.output_dir / "runner-serve.db").exists()
     finally:
         server.stop()
+
+
+# --- Docker: the container goes with the session to the server taking it over
+
+
+@pytest.mark.docker
+def test_a_docker_session_is_taken_over_in_its_container_and_nothing_else_is_swept(
+    tmp_path: Path, postgres_dsn: str, docker_client
+) -> None:
+    from test_serve_docker import count, docker_file, durable_containers, exists, in_container
+
+    agent = docker_file(tmp_path)
+    a, c = (
+        Server([agent], tmp_path / name, db=postgres_dsn, args=["--claim-interval", "0.1"])  # type: ignore[arg-type]
+        for name in ("a", "c")
+    )
+    owner = ""
+    try:
+        a.start()
+        c.start()
+        with psycopg.connect(postgres_dsn) as db:
+            ((owner,),) = db.execute("SELECT value FROM meta WHERE key = 'id'").fetchall()
+
+        def container_of(server: Server, session_id: str):
+            def recorded() -> str | None:
+                with psycopg.connect(postgres_dsn) as db:
+                    ((record,),) = db.execute(
+                        "SELECT sandbox FROM sessions WHERE id = %s", (session_id,)
+                    ).fetchall()
+                return record and json.loads(record).get("container_id")
+
+            return docker_client.containers.get(wait_for(recorded, what="the container"))
+
+        with a.client() as ca, c.client() as cc:
+            # On a: a session let through to waiting.  On c: one cut off mid-on_create.
+            on_a = ca.post("/v1/sessions", json={}).json()["id"]
+            kept = container_of(a, on_a)
+            wait_for(lambda: "creating" in in_container(kept, "ls"), what="a's step 2")
+            in_container(kept, "touch GO_CREATE")
+            assert wait_status(ca, on_a, "waiting")["status"] == "waiting"
+            on_c = cc.post("/v1/sessions", json={}).json()["id"]
+            moved = container_of(c, on_c)
+            wait_for(lambda: "creating" in in_container(moved, "ls"), what="c's step 2")
+        c.kill()
+        moved.reload()
+        assert moved.status == "running"  # durable: the server's death did not take it
+
+        with a.client() as ca:
+            wait_for(lambda: count(moved, "create-2.count") == 2, what="a to run step 2 again")
+            assert "taking over 1 session(s)" in a.stderr()
+            in_container(moved, "touch GO_CREATE")
+            taken = wait_status(ca, on_c, "waiting", "failed")
+            assert taken["status"] == "waiting", taken["error"]
+            assert taken["owner"] == a.url
+            assert [count(moved, f"create-{n}.count") for n in (1, 2, 3)] == [1, 2, 1]
+            # Taking c's session over swept only c's session's containers: a's own stays.
+            assert exists(docker_client, kept.id)
+            assert sorted(x.id for x in durable_containers(docker_client, owner)) == sorted(
+                [kept.id, moved.id]
+            )
+            for session_id, container in ((on_a, kept), (on_c, moved)):
+                in_container(container, "touch GO_DESTROY")
+                closed = ca.delete(f"/v1/sessions/{session_id}").json()
+                assert closed["status"] == "closed", closed["error"]
+        assert durable_containers(docker_client, owner) == []
+    finally:
+        for server in (a, c):
+            server.stop()
+        for container in durable_containers(docker_client, owner) if owner else []:
+            container.remove(force=True, v=True)
