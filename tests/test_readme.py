@@ -23,6 +23,10 @@ A block's checks are tuned by HTML comments on the lines right above it
 
     <!-- doc-test: skip: REASON -->         not run (needs the internet, ...)
     <!-- doc-test: docker -->               needs the Docker engine and the test image
+    <!-- doc-test: postgres -->             needs a PostgreSQL server: the tests' own
+                                            (tests/postgres_server.py), reached through
+                                            PGHOST and PGUSER, with an empty database
+                                            ``runner``
     <!-- doc-test: creates: FILE... -->     files the block leaves behind, not empty
     <!-- doc-test: exit: N -->              the exit status the README says it has
     <!-- doc-test: files: PATH... -->       repository files the YAML file's folder holds
@@ -75,6 +79,7 @@ KNOWN_LANGUAGES = SHELL | {"yaml", "python", "json"} | set(NOT_EXECUTABLE)
 MARKERS = {
     "skip",
     "docker",
+    "postgres",
     "creates",
     "exit",
     "files",
@@ -455,7 +460,21 @@ def test_readme_block(
     if needs_docker(block):
         request.getfixturevalue("docker_client")  # skips, or fails under CI, without Docker
     workdir = fresh_workdir(tmp_path)
-    CHECKS[block.language](block, workdir, block_environment(block, chat_server_url))
+    env = block_environment(block, chat_server_url)
+    if "postgres" in block.markers:
+        env.update(postgres_environment(request.getfixturevalue("postgres_server")))
+    CHECKS[block.language](block, workdir, env)
+
+
+def postgres_environment(server: Any) -> dict[str, str]:
+    """libpq's variables for the tests' PostgreSQL server, which gets a fresh
+    database ``runner`` (what the README has its reader create)."""
+    import psycopg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS runner WITH (FORCE)")
+        admin.execute("CREATE DATABASE runner")
+    return {"PGHOST": str(server.socket_dir), "PGUSER": "runner"}
 
 
 def test_every_block_is_found_and_has_a_known_language() -> None:
