@@ -1,6 +1,6 @@
 """``runner serve``: sessions through the HTTP API against the same sessions in-process.
 
-    .venv/bin/python bench/serve.py [--rounds N | --quick] [--no-docker]
+    .venv/bin/python bench/serve.py [--rounds N | --quick] [--no-docker] [--no-postgres]
 
 Everything runs in one invocation, on one machine: a real ``runner serve``
 process (this checkout's CLI, loopback, a throwaway database and output
@@ -31,6 +31,14 @@ machine.  The agent has one hook whose ``on_create`` is one ``run:`` step.
    it listens, until all 50 are back in their cut-off step (it runs again;
    the finished first step does not, checked by its counter), and until all
    50 are ``waiting`` once unblocked.
+5. PostgreSQL (``--db postgresql://``; a throwaway cluster started by
+   ``tests/postgres_server.py``, unix socket, ``fsync`` on as a deployment
+   would have it): row 1 on the local sandbox with the server on
+   PostgreSQL instead of SQLite; and take-over: two servers on one database,
+   50 sessions blocked in their second step on the first, which is
+   SIGKILLed; measured from the kill, until the second server has all 50
+   back in their cut-off step (``--claim-interval`` 1 s, the default), and
+   until all 50 are ``waiting`` once unblocked.
 
 Containers: the server's are durable, labelled ``sandbox-runner.durable=<id
 of the bench's database>``; this process's carry
@@ -111,8 +119,9 @@ def agent_file(folder: Path, *, sandbox: str, pool: int = 0, block: Path | None 
 
 
 class Server:
-    def __init__(self, file: Path, folder: Path) -> None:
+    def __init__(self, file: Path, folder: Path, db: str | None = None) -> None:
         self.file = file
+        self.db = db
         self.folder = folder
         self.out = folder / "out"
         self.tmp = folder / "tmp"
@@ -132,6 +141,7 @@ class Server:
                 [
                     *(sys.executable, "-m", "runner", "serve", str(self.file)),
                     *("--port", "0", "--output-dir", str(self.out)),
+                    *(("--db", self.db) if self.db else ()),
                 ],
                 stdout=log,
                 stderr=log,
@@ -152,6 +162,8 @@ class Server:
             time.sleep(0.01)
 
     def owner(self) -> str | None:
+        if self.db:  # the bench's PostgreSQL rows run on the local sandbox only
+            return None
         db = self.out / "runner-serve.db"
         if not db.exists():
             return None
@@ -357,9 +369,15 @@ class Table:
 
 
 async def latencies(
-    table: Table, name: str, folder: Path, file: Path, rounds: int, pool: int = 0
+    table: Table,
+    name: str,
+    folder: Path,
+    file: Path,
+    rounds: int,
+    pool: int = 0,
+    db: str | None = None,
 ) -> None:
-    server = Server(file, folder)
+    server = Server(file, folder, db)
     SERVERS.append(server)
     server.start()
     agent = compile_agent(file, folder / "inproc")
@@ -506,7 +524,72 @@ async def resume(table: Table, folder: Path, count: int = 50) -> None:
     server.stop()
 
 
-async def main(rounds: int, docker: bool, quick: bool) -> None:
+async def take_over(table: Table, folder: Path, db: str, count: int = 50) -> None:
+    go = folder / "GO"
+    file = agent_file(folder, sandbox="local", block=go)
+    first, second = Server(file, folder / "first", db), Server(file, folder / "second", db)
+    SERVERS.extend([first, second])
+    first.start()
+    second.start()
+
+    def counts(name: str) -> list[int]:
+        return [
+            len(p.read_text().splitlines())
+            for p in first.tmp.glob(f"sandbox-runner-local-*/workspace/{name}")
+        ]
+
+    async def all_blocked(runs: int) -> bool:
+        found = counts("blocked.count")
+        return len(found) == count and all(n == runs for n in found)
+
+    async with first.client() as client:
+        answers = await asyncio.gather(
+            *(client.post("/v1/sessions", json={"agent": "bench"}) for _ in range(count))
+        )
+        ids = [a.json()["id"] for a in answers]
+    await wait_until(lambda: all_blocked(1), f"{count} sessions to block")
+    killed = time.perf_counter()
+    first.kill()
+    await wait_until(lambda: all_blocked(2), f"{count} sessions to be taken over")
+    back = time.perf_counter() - killed
+    go.touch()
+    async with second.client() as client:
+
+        async def all_waiting() -> bool:
+            listed = (await client.get("/v1/sessions")).json()["sessions"]
+            mine = [s for s in listed if s["id"] in ids]
+            return all(s["status"] in ("waiting", "failed") for s in mine) and mine
+
+        await wait_until(all_waiting, "the taken-over sessions to start")
+        waiting = time.perf_counter() - killed
+        listed = (await client.get("/v1/sessions")).json()["sessions"]
+        failed = sum(s["status"] != "waiting" for s in listed if s["id"] in ids)
+        moved = sum(s["owner"] == second.url for s in listed if s["id"] in ids)
+        rerun_first = sum(n != 1 for n in counts("first.count"))
+        await asyncio.gather(*(client.delete(f"/v1/sessions/{i}") for i in ids))
+    table.line(
+        f"take-over after SIGKILL, {count} sessions in flight (local, PostgreSQL, 2 servers)",
+        f"all {count} back in their step on the other server {back:.2f} s after the kill; "
+        f"all waiting {waiting:.2f} s; {moved} moved, {failed} failed; "
+        f"{rerun_first} finished steps run again",
+    )
+    second.stop()
+
+
+def start_postgres() -> Any:
+    """A throwaway PostgreSQL cluster (tests/postgres_server.py), or None."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from postgres_server import PostgresServer, find_bindir
+
+    if find_bindir() is None:
+        print("PostgreSQL is not installed (scripts/postgres-install): its rows are left out\n")
+        return None
+    server = PostgresServer(durable=True)
+    server.start()
+    return server
+
+
+async def main(rounds: int, docker: bool, quick: bool, postgres: bool) -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     table = Table()
     load = os.getloadavg()
@@ -517,6 +600,19 @@ async def main(rounds: int, docker: bool, quick: bool) -> None:
         await throughput(table, "local", folder / "rate-local", local, 20 if quick else 40, 10)
         await hundred(table, folder / "hundred", local)
         await resume(table, folder / "resume")
+        if postgres and (cluster := start_postgres()) is not None:
+            try:
+                await latencies(
+                    table,
+                    "local, PostgreSQL",
+                    folder / "lat-pg",
+                    local,
+                    rounds,
+                    db=cluster.new_database(),
+                )
+                await take_over(table, folder / "take-over", cluster.new_database())
+            finally:
+                cluster.stop()
         if docker:
             cold = agent_file(folder, sandbox="docker")
             await latencies(table, "docker, cold", folder / "lat-docker", cold, rounds)
@@ -536,9 +632,17 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="8 rounds, fewer sessions")
     parser.add_argument("--no-docker", action="store_true", help="the local sandbox only")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
     try:
-        asyncio.run(main(args.rounds or (8 if args.quick else 20), not args.no_docker, args.quick))
+        asyncio.run(
+            main(
+                args.rounds or (8 if args.quick else 20),
+                not args.no_docker,
+                args.quick,
+                not args.no_postgres,
+            )
+        )
     except KeyboardInterrupt:
         cleanup()
         sys.exit(130)

@@ -108,8 +108,10 @@ class PostgresServer:
 
     _counter = itertools.count(1)
 
-    def __init__(self, bindir: Path | None = None) -> None:
+    def __init__(self, bindir: Path | None = None, *, durable: bool = False) -> None:
         self.bindir = bindir
+        #: Keep fsync and synchronous commits on, as a deployment would (bench/serve.py).
+        self.durable = durable
         self.root: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
@@ -224,12 +226,18 @@ class PostgresServer:
                     str(self.socket_dir),
                     "-c",
                     "listen_addresses=",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
+                    *(
+                        ()
+                        if self.durable
+                        else (
+                            "-c",
+                            "fsync=off",
+                            "-c",
+                            "synchronous_commit=off",
+                            "-c",
+                            "full_page_writes=off",
+                        )
+                    ),
                     "-c",
                     "max_connections=200",
                 ],
