@@ -55,6 +55,10 @@ def scrubbed(value: Any) -> Any:
         for secret in secrets:
             value = value.replace(secret, "***")
         return value
+    if isinstance(value, bytes):  # a file's content, journaled by runner serve
+        for secret in secrets:
+            value = value.replace(secret.encode(), b"***")
+        return value
     if isinstance(value, dict):
         return {k: scrubbed(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

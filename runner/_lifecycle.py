@@ -28,6 +28,7 @@ runs); otherwise the sandbox is committed right after the last of them.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -46,6 +47,15 @@ from .sandboxes.base import Sandbox, SandboxEnvironment
 logger = logging.getLogger("runner")
 
 HookPoint = Literal["on_create", "on_destroy"]
+
+#: What the hook about to run is given as ``ctx.sandbox``, if not the sandbox
+#: itself: set by a ``hook_started`` listener (listeners run in the hook's own
+#: task, so the value is that hook point's).  ``runner serve`` gives a Python
+#: hook a sandbox that journals each call, so a hook point cut off by a
+#: restart replays the calls it had finished instead of running them again.
+hook_sandbox: contextvars.ContextVar[Sandbox | None] = contextvars.ContextVar(
+    "hook_sandbox", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -125,12 +135,13 @@ async def _call_hook(
 ) -> None:
     """Run one hook point.  A failure is reported (secrets scrubbed) and re-raised,
     marked with ``runner_hook = (name, point)`` so callers can say which hook it was."""
-    ctx = SandboxCallbackContext(sandbox=sandbox, session_id=sandbox.session_id)
     kwargs: dict[str, Any] = {
         d.parameter: d.input_class.from_value(inputs[d.input_id], consumer=d.consumer)
         for d in plan.dependencies[point]
     }
     emit("hook_started", session_id=sandbox.session_id, hook=plan.name, point=point)
+    given = hook_sandbox.get() or sandbox
+    ctx = SandboxCallbackContext(sandbox=given, session_id=sandbox.session_id)
     started = time.perf_counter()
     try:
         await getattr(plan.hook, point)(ctx, **kwargs)

@@ -10,7 +10,7 @@ then delete); closing again is a no-op.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -59,6 +59,22 @@ class Session:
         self.destroy_failures: list[HookFailure] = []
         self.ttl_seconds = ttl_seconds
         self.deadline = anyio.current_time() + ttl_seconds if ttl_seconds else None
+        #: Wraps the model and the sandbox each turn uses.  ``runner serve``
+        #: journals them through it, so that a turn cut off by a restart
+        #: replays the replies and tool results it had before going on.
+        self.turn_wrapper: (
+            Callable[[Model, Sandbox | None], tuple[Model, Sandbox | None]] | None
+        ) = None
+
+    @property
+    def conversation(self) -> list[Message]:
+        """The messages so far (a copy): what the next turn sends the model."""
+        return list(self._conversation)
+
+    def restore_conversation(self, messages: Sequence[Message]) -> None:
+        """Continue from ``messages`` (a conversation kept from an earlier
+        process: ``runner serve`` after a restart)."""
+        self._conversation = [dict(message) for message in messages]
 
     @property
     def status(self) -> SessionStatus:
@@ -105,10 +121,13 @@ class Session:
 
         emit("turn_started", session_id=self.id)
         started = time.perf_counter()
+        sandbox = self.sandbox
+        if self.turn_wrapper is not None:
+            model, sandbox = self.turn_wrapper(model, sandbox)
         result = await run_turn(
             model,
             self._conversation,
-            self.sandbox,
+            sandbox,
             max_tool_calls=self.agent.max_tool_calls,
         )
         secrets = secret_strings(self.inputs.values())

@@ -55,6 +55,28 @@ def write_module(
                     )
 
 
+            class Stepwise(runner.SandboxHook):
+                # Three sandbox calls; the second blocks (journaled one by one).
+                async def on_create(self, ctx):
+                    await ctx.sandbox.write_file("note.txt", "written once")
+                    await ctx.sandbox.execute(
+                        "echo ran >> call-2.count; " + {BLOCK.format(flag="blocking", go=go)!r}
+                    )
+                    note = (await ctx.sandbox.read_file("note.txt")).decode()
+                    await ctx.sandbox.execute(f"echo '{{note}}' >> call-3.count")
+
+
+            class Wandering(runner.SandboxHook):
+                # Not deterministic: its first call differs on the second run.
+                async def on_create(self, ctx):
+                    import time
+
+                    await ctx.sandbox.execute(f"echo {{time.time_ns()}} >> call-1.count")
+                    await ctx.sandbox.execute(
+                        "echo ran >> call-2.count; " + {BLOCK.format(flag="blocking", go=go)!r}
+                    )
+
+
             support = runner.Agent(
                 name="inner-name",
                 model="local-model",
@@ -326,5 +348,57 @@ def test_a_python_agents_session_fails_cleanly_when_its_hooks_changed(
             "started: its journal of finished hook points cannot be replayed on other hooks"
         )
         wait_for(lambda: not workspace.exists(), what="the sandbox to be deleted")
+    finally:
+        server.stop()
+
+
+def test_a_python_hook_cut_off_replays_its_finished_sandbox_calls(tmp_path: Path, go: Path) -> None:
+    write_module(tmp_path, slow_hooks="Counted(), Stepwise()")
+    server = Server([yaml_agent(tmp_path)], tmp_path, args=["--agent", "py_agents:slow"])
+    try:
+        server.start()
+        session_id, workspace = start_slow(server)
+        wait_for(lambda: (workspace / "blocking").exists(), what="the second call to block")
+        (workspace / "note.txt").write_text("changed after the first run")
+        server.kill()
+
+        server.start()
+        # The hook point runs again: its finished first call is replayed (not
+        # run: the note keeps what the test wrote), the cut-off one runs again.
+        wait_for(lambda: lines(workspace / "call-2.count") == 2, what="the call to run again")
+        go.touch()
+        with server.client() as client:
+            session = wait_status(client, session_id, "waiting", "failed")
+            assert session["status"] == "waiting", session["error"]
+        assert (workspace / "note.txt").read_text() == "changed after the first run"
+        # Call 3 ran once, live (it had not run before the kill): it read the file as it is.
+        assert (workspace / "call-3.count").read_text() == "changed after the first run\n"
+    finally:
+        server.stop()
+
+
+def test_a_python_hook_that_calls_differently_on_replay_fails_with_the_reason(
+    tmp_path: Path, go: Path
+) -> None:
+    write_module(tmp_path, slow_hooks="Counted(), Wandering()")
+    server = Server([yaml_agent(tmp_path)], tmp_path, args=["--agent", "py_agents:slow"])
+    try:
+        server.start()
+        session_id, workspace = start_slow(server)
+        wait_for(lambda: (workspace / "blocking").exists(), what="the second call to block")
+        server.kill()
+
+        server.start()
+        with server.client() as client:
+            session = wait_status(client, session_id, "waiting", "failed")
+            assert session["status"] == "failed"
+            assert session["error"] == "hook Wandering.on_create failed: ReplayMismatchError"
+            failed = [e for e in sse_events(client, session_id) if e["event"] == "hook_failed"]
+        assert "sandbox call 1 was execute('echo " in failed[-1]["error"]
+        assert "must make the same calls in the same order" in failed[-1]["error"]
+        # The session unwound as after any failed on_create: the finished
+        # hook's on_destroy ran, the sandbox is gone.
+        assert lines(tmp_path / "destroyed.count") == 1
+        assert not workspace.exists()
     finally:
         server.stop()

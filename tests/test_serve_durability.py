@@ -214,10 +214,12 @@ def test_now_and_sleep_replay_when_a_python_hook_runs_again_after_a_restart(
                 async def on_create(self, ctx):
                     stamp = runner.now().isoformat()
                     await runner.sleep(2)
+                    # One call, cut off by the kill: it runs again (a finished
+                    # call would be replayed, not run), with the replayed time.
                     await ctx.sandbox.execute(
-                        f"echo {{stamp}} >> stamps.txt; date +%s.%N >> slept.txt"
+                        f"echo {{stamp}} >> stamps.txt; date +%s.%N >> slept.txt; "
+                        + {BLOCK.format(flag="timed", go=tmp_path / "GO")!r}
                     )
-                    await ctx.sandbox.execute({BLOCK.format(flag="timed", go=tmp_path / "GO")!r})
             """
         )
     )

@@ -1,10 +1,11 @@
 """``runner serve`` killed (SIGKILL) in the middle of a model turn, then started
-again: the turn is reported failed ("send the message again"), the session
-goes on taking messages with its conversation up to the last finished turn,
-every finished tool call ran once (counter files in the workspace prove it),
-and nothing is left behind: the command the turn was running is killed at
-the restart, and once the session is closed no process or folder of its
-sandbox remains.
+again: the turn goes on where it was.  Its recorded model replies and tool
+results are replayed (the model is not asked again for them, a finished tool
+call does not run again), the call that was cut off runs again (the first
+run's command is killed at the restart), and the model is asked on from
+there with the whole conversation.  Counter files in the workspace prove how
+often each tool call ran; once the session is closed no process or folder of
+its sandbox remains.
 
 The model is a local chat-completions server (``chat_server.ChatServer``)
 whose scripted replies call the ``bash`` tool; the second call blocks until a
@@ -37,7 +38,7 @@ def bash(call_id: str, command: str):  # type: ignore[no-untyped-def]
     return assistant(None, (call_id, "bash", {"command": command}))
 
 
-def test_a_server_killed_mid_turn_reports_the_turn_failed_and_the_session_goes_on(
+def test_a_server_killed_mid_turn_goes_on_with_the_turn_after_a_restart(
     tmp_path: Path,
 ) -> None:
     from chat_server import ChatServer, assistant
@@ -51,7 +52,8 @@ def test_a_server_killed_mid_turn_reports_the_turn_failed_and_the_session_goes_o
             f"echo $$ > step-2.pid; echo ran >> step-2.count; touch in-step-2; "
             f"while [ ! -f {go} ]; do sleep 0.05; done; echo ran >> step-2-after.count",
         ),
-        bash("call00003", "echo ran >> step-3.count"),  # turn 3, after the restart
+        assistant("Counted."),  # turn 2, asked on after the restart
+        bash("call00003", "echo ran >> step-3.count"),  # turn 3
         assistant("Done again."),
     ]
     with ChatServer(replies) as model:
@@ -100,21 +102,18 @@ def test_a_server_killed_mid_turn_reports_the_turn_failed_and_the_session_goes_o
 
             server.start()
             assert f"resuming 1 session(s) left open: {session_id}" in server.stderr()
+            # The command the cut-off call was running was killed at the restart;
+            # the call runs again (its counter says 2), in the same sandbox.
+            wait_for(lambda: not process_alive(blocked), what="the cut-off command to end")
+            wait_for(lambda: lines(workspace / "step-2.count") == 2, what="the call to run again")
+            assert server.workspaces() == [workspace]  # re-attached, not a new sandbox
+            go.touch()
             with server.client() as client:
                 session = wait_status(client, session_id, "waiting", "failed")
                 assert session["status"] == "waiting", session["error"]
                 assert session["result"] == {
-                    "turn": {
-                        "status": "failed",
-                        "text": None,
-                        "error": "the server stopped during this turn; send the message again",
-                    }
+                    "turn": {"status": "completed", "text": "Counted.", "error": None}
                 }
-                # The command the cut-off turn was running was killed at the restart.
-                wait_for(lambda: not process_alive(blocked), what="the cut-off command to end")
-                assert processes_with_home(home) == []
-                assert server.workspaces() == [workspace]  # re-attached, not a new sandbox
-
                 again = client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Again."})
                 assert again.status_code == 200, again.text
                 assert again.json()["turn"] == {
@@ -122,23 +121,42 @@ def test_a_server_killed_mid_turn_reports_the_turn_failed_and_the_session_goes_o
                     "text": "Done again.",
                     "error": None,
                 }
-                # Every finished tool call ran once; the cut-off one never ran on.
+                # The finished tool call ran once; the cut-off one twice, finishing once.
                 counts = {
                     name: lines(workspace / f"{name}.count")
                     for name in ("step-1", "step-2", "step-2-after", "step-3")
                 }
-                assert counts == {"step-1": 1, "step-2": 1, "step-2-after": 0, "step-3": 1}
+                assert counts == {"step-1": 1, "step-2": 2, "step-2-after": 1, "step-3": 1}
                 closed = client.delete(f"/v1/sessions/{session_id}").json()
                 assert closed["status"] == "closed", closed["error"]
         finally:
             go.touch()
             server.stop()
-    # The conversation went on from the last finished turn: the cut-off turn's
-    # messages were never stored, the model sees the new message after turn 1.
-    assert model.requests[3]["body"]["messages"] == [
-        {"role": "system", "content": "Answer briefly."},
-        {"role": "user", "content": "Keep 42."},
-        {"role": "assistant", "content": "Noted: 42."},
+    # Six requests for six replies: the two of turn 2 that were recorded before
+    # the kill were replayed, not asked for again.
+    assert len(model.requests) == 6
+    # Asked on after the restart with the whole turn so far (the replayed
+    # calls, the cut-off call's new result), then turn 3 after turn 2.
+    resumed = model.requests[3]["body"]["messages"]
+    assert [m["role"] for m in resumed] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert resumed[3] == {"role": "user", "content": "Count."}
+    assert [m["tool_calls"][0]["id"] for m in (resumed[4], resumed[6])] == [
+        "call00001",
+        "call00002",
+    ]
+    assert resumed[7]["content"].startswith("exit code 0")
+    assert model.requests[4]["body"]["messages"][: len(resumed)] == resumed
+    assert model.requests[4]["body"]["messages"][len(resumed) :] == [
+        {"role": "assistant", "content": "Counted."},
         {"role": "user", "content": "Again."},
     ]
     assert not workspace.parent.exists()
@@ -146,7 +164,7 @@ def test_a_server_killed_mid_turn_reports_the_turn_failed_and_the_session_goes_o
     assert processes_with_home(home) == []
 
 
-def test_a_server_killed_while_awaiting_the_model_reports_the_turn_failed(
+def test_a_server_killed_while_awaiting_the_model_asks_it_again_after_a_restart(
     tmp_path: Path,
 ) -> None:
     from chat_server import ChatServer, Reply, assistant
@@ -198,14 +216,22 @@ def test_a_server_killed_while_awaiting_the_model_reports_the_turn_failed(
             with server.client() as client:
                 session = wait_status(client, session_id, "waiting", "failed")
                 assert session["status"] == "waiting", session["error"]
-                assert session["result"]["turn"]["error"] == (
-                    "the server stopped during this turn; send the message again"
-                )
-                again = client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Again."})
-                assert again.json()["turn"]["text"] == "Back."
+                # The reply that never came is asked for again; the finished
+                # tool call before it is replayed, not run again.
+                assert session["result"]["turn"] == {
+                    "status": "completed",
+                    "text": "Back.",
+                    "error": None,
+                }
                 assert lines(workspace / "step-1.count") == 1
                 assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
         finally:
             server.stop()
-    assert model.requests[2]["body"]["messages"] == [{"role": "user", "content": "Again."}]
+    assert len(model.requests) == 3
+    assert model.requests[2]["body"]["messages"] == model.requests[1]["body"]["messages"]
+    assert [m["role"] for m in model.requests[2]["body"]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+    ]
     assert list(server.tmp.iterdir()) == []

@@ -110,6 +110,11 @@ class PostgresStore(Store):
             self._db.execute(_placeholders(sql_insert), (*key, last + 1, value))
         return last + 1
 
+    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock, self._db.transaction():
+            for sql, args in statements:
+                self._db.execute(_placeholders(sql), args)
+
     # --- who runs which session --------------------------------------------
 
     def claim(self, session_id: str, owner: str) -> bool:

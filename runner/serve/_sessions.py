@@ -52,8 +52,8 @@ from .._events import add_secrets, emit, listen, scrubbed
 from .._inputs import SessionInput, closest, scrub, secret_strings
 from .._lifecycle import LifecyclePlan, open_sandbox, resume_sandbox
 from .._session import Session
-from ._journal import follow_hook_clock, journal_steps, record_hook_point
-from ._store import FINAL_STATUSES, SessionRow, Store
+from ._journal import follow_hook_clock, journal_steps, journal_turn, record_hook_point
+from ._store import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve")
 
@@ -121,6 +121,8 @@ class Live:
     session: Session | None = None
     #: The name the agent is served under (a Python agent's may differ from ``Agent.name``).
     agent_name: str = ""
+    #: The sandbox once it exists (its Python hooks get a journaling wrapper of it).
+    sandbox: Any = None
     #: One turn at a time (``Session`` has its own lock; this one also covers the status).
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
@@ -223,13 +225,15 @@ class Sessions:
         else:  # an event emitted from a worker thread
             anyio.from_thread.run_sync(event.set)
 
-    def _recorder(self, session_id: str, plan: LifecyclePlan) -> Callable[[dict], None]:
+    def _recorder(self, session_id: str, live: Live) -> Callable[[dict], None]:
+        plan = live.compiled.agent.plan
+
         def record(event: dict[str, Any]) -> None:
             if event.get("session_id") not in (None, session_id):
                 return
             self.store.add_event(session_id, event)
             if event["event"] in ("hook_started", "hook_finished", "hook_failed", "hook_cancelled"):
-                follow_hook_clock(self.store, plan, session_id, event)
+                follow_hook_clock(self.store, plan, session_id, event, live.sandbox)
             if event["event"] == "hook_finished":
                 record_hook_point(self.store, plan, session_id, event)
             elif event["event"] == "hook_failed" and event["point"] == "on_create":
@@ -253,7 +257,7 @@ class Sessions:
         outcome: list[Any] = []
 
         async def task() -> None:
-            with listen(self._recorder(session_id, live.compiled.agent.plan)):
+            with listen(self._recorder(session_id, live)):
                 add_secrets(secret_strings(live.inputs.values()))
                 try:
                     outcome.append(("ok", await work()))
@@ -387,6 +391,7 @@ class Sessions:
         agent = live.compiled.agent
 
         def remember_sandbox(sandbox: Any) -> None:
+            live.sandbox = sandbox
             self._set(session_id, sandbox=_sandbox_record(sandbox))
 
         async def work() -> None:
@@ -421,6 +426,7 @@ class Sessions:
 
     def _opened(self, session_id: str, live: Live, sandbox: Any, plan: LifecyclePlan) -> None:
         agent = live.compiled.agent
+        live.sandbox = sandbox
         live.session = Session(
             agent=agent,
             session_id=session_id,
@@ -429,6 +435,7 @@ class Sessions:
             inputs=live.inputs,
             ttl_seconds=None,  # the server keeps the TTL (_close_at_ttl), across restarts
         )
+        live.session.turn_wrapper = journal_turn(self.store, session_id)
         ttl = agent.environment.ttl_seconds
         if ttl:
             self.tg.start_soon(self._close_at_ttl, session_id, ttl)
@@ -474,8 +481,6 @@ class Sessions:
 
     async def message(self, session_id: str, text: str) -> dict[str, Any]:
         live = self._live(session_id, action="send a message")
-        session = live.session
-        assert session is not None
         try:
             live.compiled.agent.resolve_model()
         except Exception as exc:  # no key for the model: the CLI's usage error
@@ -483,32 +488,43 @@ class Sessions:
         async with live.lock:
             self._live(session_id, action="send a message")
             self._set(session_id, status="running")
+            return await self._turn(session_id, live, text)
 
-            async def work() -> dict[str, Any]:
-                from .._model import Completed
+    async def _turn(self, session_id: str, live: Live, text: str) -> dict[str, Any]:
+        """Run one turn (the session is ``running``), journaled: its message is
+        recorded first, then each model reply and tool call; a restart goes on
+        from there (``_resume``).  The end stores the conversation and the
+        result and drops the turn's journal, in one transaction."""
+        session = live.session
+        assert session is not None
+        self.store.finish_step(session_id, TURN, "turn:message", 0, {"text": scrubbed(text)})
 
+        async def work() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            from .._model import Completed
+
+            try:
                 result = await session.run(text)
-                # Kept for a resumed session, scrubbed like every event: after a
-                # restart the model sees *** where a secret was.  (Session has no
-                # public accessor for its messages yet.)
-                self.store.update(session_id, conversation=scrubbed(session._conversation))
-                return {
+                turn = {
                     "status": "completed" if isinstance(result, Completed) else "failed",
                     "text": scrubbed(getattr(result, "text", None)),
                     "error": scrubbed(getattr(result, "error", None)),
                 }
-
-            try:
-                turn = await self._in_session(session_id, live, work)
             except Exception as exc:
                 turn = {
                     "status": "failed",
                     "text": None,
-                    "error": _hide_secrets(f"{type(exc).__name__}: {exc}", live),
+                    "error": scrubbed(f"{type(exc).__name__}: {exc}"),
                 }
-            if self.row(session_id).status == "running":
-                self._set(session_id, status="waiting", result={"turn": turn})
-            return turn
+            # Kept for a resumed session, scrubbed (here, in the session's
+            # context) like every event: after a restart the model sees ***
+            # where a secret was.
+            return turn, scrubbed(session.conversation)
+
+        turn, conversation = await self._in_session(session_id, live, work)
+        if self.row(session_id).status == "running":
+            self.store.end_turn(session_id, conversation=conversation, result={"turn": turn})
+            self._notify(session_id)
+        return turn
 
     async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
         row = self.row(session_id)
@@ -688,6 +704,7 @@ class Sessions:
         if sandbox is None:
             self._fail(session_id, f"the server restarted and {problem}")
             return
+        live.sandbox = sandbox  # its Python hooks get a journaling wrapper of it
         plan = compiled.agent.plan
         if row.status == "starting":
             completed = self.store.finished_hooks(session_id, "on_create")
@@ -717,15 +734,24 @@ class Sessions:
             self._finish_close(session_id, session)
         else:
             self._opened(session_id, live, sandbox, plan)
-            if row.conversation and live.session is not None:
-                live.session._conversation = list(row.conversation)
+            session = live.session
+            assert session is not None
+            if row.conversation:
+                session.restore_conversation(row.conversation)
             if row.status == "running":
-                turn = {
-                    "status": "failed",
-                    "text": None,
-                    "error": "the server stopped during this turn; send the message again",
-                }
-                self._set(session_id, status="waiting", result={"turn": turn})
+                message = self.store.finished_step(session_id, TURN, "turn:message", 0)
+                if message is None:  # stopped before the turn was recorded
+                    turn = {
+                        "status": "failed",
+                        "text": None,
+                        "error": "the server stopped during this turn; send the message again",
+                    }
+                    self._set(session_id, status="waiting", result={"turn": turn})
+                    return
+                # The turn goes on: its recorded replies and tool calls replayed,
+                # the cut-off call run again, then on with the model.
+                async with live.lock:
+                    await self._turn(session_id, live, message["text"])
 
     async def _delete_orphan(self, row: SessionRow) -> None:
         """Delete the sandbox of a session that cannot resume (no hook runs)."""

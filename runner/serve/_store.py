@@ -74,6 +74,9 @@ CREATE TABLE IF NOT EXISTS steps (
 
 #: ``steps.step`` of a row that records a whole hook point as finished.
 WHOLE_HOOK = -1
+#: ``steps.hook`` of the rows of the turn in flight (its message, model
+#: replies and tool calls), dropped when the turn ends.
+TURN = -1
 
 
 @dataclass
@@ -156,6 +159,10 @@ class Store:
     def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
         """In one transaction: read the last number (``sql_last`` with ``key``),
         insert the next (``sql_insert`` with ``*key, number, value``); return it."""
+        raise NotImplementedError
+
+    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Run ``statements`` in one transaction: all or none."""
         raise NotImplementedError
 
     # --- who runs which session --------------------------------------------
@@ -292,6 +299,23 @@ class Store:
         )
         return json.loads(rows[0][0]) if rows else None
 
+    def end_turn(
+        self, session_id: str, *, conversation: list[dict[str, Any]], result: dict[str, Any]
+    ) -> None:
+        """The turn in flight ended: store the conversation and the turn's
+        result, set the session ``waiting`` and drop the turn's journal, in one
+        transaction (a restart then never replays a turn it already stored)."""
+        self._atomically(
+            [
+                (
+                    "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (json.dumps(conversation), json.dumps(result), time.time(), session_id),
+                ),
+                ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
+            ]
+        )
+
     def finished_hooks(self, session_id: str, point: str) -> set[int]:
         rows = self._rows(
             "SELECT hook FROM steps WHERE session_id = ? AND point = ? AND step = ?",
@@ -367,6 +391,17 @@ class SqliteStore(Store):
                 raise
             self._db.execute("COMMIT")
         return last + 1
+
+    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    self._db.execute(sql, args)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
 
 def open_store(db: str | Path) -> Store:
