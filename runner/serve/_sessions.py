@@ -853,8 +853,8 @@ def _kill_left_running(roots: list[Path]) -> list[int]:
     ``home/`` (Linux ``/proc``; only this user's processes can be read; on a
     system without ``/proc`` nothing is found).  A group whose leader is such
     a process (each command starts its own) is killed whole, any other match
-    alone; never this server's own group.  The cut-off step then runs again,
-    or the cut-off turn is reported failed, with nothing of the first run left.
+    alone; never this server's own group.  The cut-off step (or a turn's
+    cut-off tool call) then runs again, with nothing of the first run left.
     """
     proc = Path("/proc")
     if not proc.is_dir():
