@@ -683,7 +683,8 @@ def _has_text(path: Path, text: str) -> bool:
     multiple=True,
     metavar="[NAME=]MODULE:ATTR",
     help="Also serve the runner.Agent object ATTR of MODULE (imported from the current "
-    "directory or the installed packages), under NAME [default: ATTR]. Repeatable.",
+    "directory or the installed packages), under NAME [default: ATTR]; MODULE:ATTR() "
+    "calls the function ATTR once at start for it. Repeatable.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(

@@ -8,6 +8,7 @@ run in a file of the sandbox, so the counts prove what ran and how often.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import textwrap
@@ -192,6 +193,28 @@ def test_a_python_agent_is_served_under_its_attribute_name_and_takes_no_inputs(
 BROKEN_MODULES = {
     "raises_at_import.py": "import runner\n\nraise RuntimeError('no model configured')\n",
     "needs_a_package.py": "import runner\nimport not_installed_anywhere_qq\n",
+    # Factories (--agent MODULE:ATTR()); broken() raises at line 5.
+    "factories.py": textwrap.dedent(
+        """\
+        import runner
+
+
+        def broken():
+            raise ValueError("no key for the model")
+
+
+        async def later():
+            return None
+
+
+        def gives_int():
+            return 5
+
+
+        def make():
+            return runner.Agent(model="local-model")
+        """
+    ),
 }
 
 
@@ -226,8 +249,33 @@ BROKEN_MODULES = {
         ),
         (
             "py_agents",
-            "--agent 'py_agents': expected MODULE:ATTR or NAME=MODULE:ATTR "
-            "(e.g. --agent support=mypackage.agents:support_agent)",
+            "--agent 'py_agents': expected MODULE:ATTR or NAME=MODULE:ATTR, or MODULE:ATTR() "
+            "for a factory (e.g. --agent support=mypackage.agents:support_agent)",
+        ),
+        (
+            "factories:broken()",
+            "--agent factories:broken(): calling factories:broken() failed: ValueError: "
+            "no key for the model at {tmp}/factories.py:5",
+        ),
+        (
+            "factories:later()",
+            "--agent factories:later(): factories:later is an async function; a factory "
+            "must be a plain function that returns the runner.Agent",
+        ),
+        (
+            "factories:gives_int()",
+            "--agent factories:gives_int(): factories:gives_int() returned int 5, not a "
+            "runner.Agent (build one: runner.Agent(model=..., environment=...))",
+        ),
+        (
+            "factories:make",
+            "--agent factories:make: factories:make is the function make, not a "
+            "runner.Agent; to call it at start, write --agent factories:make()",
+        ),
+        (
+            "py_agents:not_an_agent()",
+            "--agent py_agents:not_an_agent(): py_agents:not_an_agent is int, not a "
+            "function to call",
         ),
         (
             "yaml-agent=py_agents:plain",
@@ -400,5 +448,23 @@ def test_a_python_hook_that_calls_differently_on_replay_fails_with_the_reason(
         # hook's on_destroy ran, the sandbox is gone.
         assert lines(tmp_path / "destroyed.count") == 1
         assert not workspace.exists()
+    finally:
+        server.stop()
+
+
+def test_a_factory_builds_the_agent_once_at_start(tmp_path: Path) -> None:
+    (tmp_path / "factories.py").write_text(BROKEN_MODULES["factories.py"])
+    server = Server([yaml_agent(tmp_path)], tmp_path, args=["--agent", "made=factories:make()"])
+    try:
+        server.start()
+        assert "serving made, yaml-agent on " in server.stderr()
+        with server.client() as client:
+            spec = client.get("/openapi.json").json()
+            assert "made" in json.dumps(spec)
+            created = client.post("/v1/sessions", json={"agent": "made"})
+            assert created.status_code == 201, created.text
+            session = wait_status(client, created.json()["id"], "waiting", "failed")
+            assert session["status"] == "waiting", session["error"]
+            assert session["agent"] == "made"
     finally:
         server.stop()

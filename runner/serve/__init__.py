@@ -16,6 +16,7 @@ docs/serve-design.md says what is built, what is not yet, and why.
 from __future__ import annotations
 
 import importlib
+import inspect
 import ipaddress
 import os
 import re
@@ -37,10 +38,11 @@ MAX_BODY_BYTES = 1 << 20
 CLAIM_INTERVAL_SECONDS = 1.0
 #: The shortest RUNNER_SERVE_TOKEN accepted.
 MIN_TOKEN_LENGTH = 16
-#: ``--agent [NAME=]MODULE:ATTR``: a dotted module, a dotted attribute path.
+#: ``--agent [NAME=]MODULE:ATTR[()]``: a dotted module, a dotted attribute
+#: path, and ``()`` for a factory to call (gunicorn's ``module:create_app()``).
 _AGENT_SPEC = re.compile(
     r"^(?:(?P<name>[^=:\s]+)=)?(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)"
-    r":(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$"
+    r":(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?P<call>\(\))?$"
 )
 
 
@@ -109,11 +111,16 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
 
 def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
     """Import every ``--agent [NAME=]MODULE:ATTR``: a ``runner.Agent`` object,
-    served under NAME (default: the last part of ATTR).  Anything that stops
-    it (no such module, the module raising, no such attribute, not an Agent, a
-    name already served) stops the server before it listens, naming the module
-    and what failed.  Modules are imported from the current directory first
-    (as ``python -m`` and uvicorn do), then from the installed packages.
+    served under NAME (default: the last part of ATTR).  ``MODULE:ATTR()``
+    names a factory instead: a function called once, with no arguments, at
+    start (and at every restart), that returns the Agent (gunicorn's
+    ``module:create_app()`` spelling; a factory can read settings or build
+    hooks the module cannot at import).  Anything that stops it (no such
+    module, the module or the factory raising, no such attribute, not an
+    Agent, a name already served) stops the server before it listens, naming
+    the module and what failed.  Modules are imported from the current
+    directory first (as ``python -m`` and uvicorn do), then from the
+    installed packages.
     """
     from .._agent import Agent
     from ._sessions import AgentFile
@@ -126,12 +133,12 @@ def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
         found = _AGENT_SPEC.match(spec)
         if found is None:
             raise ServeError(
-                f"--agent {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR "
-                "(e.g. --agent support=mypackage.agents:support_agent)"
+                f"--agent {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR, or MODULE:ATTR() "
+                "for a factory (e.g. --agent support=mypackage.agents:support_agent)"
             )
         module_name, attr = found["module"], found["attr"]
         name = found["name"] or attr.rsplit(".", 1)[-1]
-        reference = f"{module_name}:{attr}"
+        reference = f"{module_name}:{attr}{found['call'] or ''}"
         try:
             target: object = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -150,9 +157,17 @@ def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
                 raise ServeError(
                     f"--agent {spec}: module {module_name!r} has no attribute {attr!r}"
                 ) from None
+        if found["call"]:
+            target = _call_factory(spec, reference, target)
         if not isinstance(target, Agent):
+            if inspect.isfunction(target) and not found["call"]:
+                raise ServeError(
+                    f"--agent {spec}: {reference} is the function {target.__qualname__}, not a "
+                    f"runner.Agent; to call it at start, write --agent {spec}()"
+                )
+            what = "returned" if found["call"] else "is"
             raise ServeError(
-                f"--agent {spec}: {reference} is {type(target).__name__} {target!r:.80}, "
+                f"--agent {spec}: {reference} {what} {type(target).__name__} {target!r:.80}, "
                 "not a runner.Agent (build one: runner.Agent(model=..., environment=...))"
             )
         if name in taken or name in agents:
@@ -170,6 +185,29 @@ def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
             reference=reference,
         )
     return agents
+
+
+def _call_factory(spec: str, reference: str, factory: object) -> object:
+    """What ``MODULE:ATTR()`` gives: the factory called once, with no arguments."""
+    if not callable(factory):
+        raise ServeError(
+            f"--agent {spec}: {reference[:-2]} is {type(factory).__name__}, not a function to call"
+        )
+    if inspect.iscoroutinefunction(factory):
+        raise ServeError(
+            f"--agent {spec}: {reference[:-2]} is an async function; a factory must be a "
+            "plain function that returns the runner.Agent"
+        )
+    try:
+        return factory()
+    except Exception as exc:
+        import traceback
+
+        frames = traceback.extract_tb(exc.__traceback__)[1:]  # past this frame
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise ServeError(
+            f"--agent {spec}: calling {reference} failed: {type(exc).__name__}: {exc}{where}"
+        ) from None
 
 
 def _import_failure(spec: str, module_name: str, exc: BaseException) -> str:
