@@ -57,6 +57,12 @@ class SandboxUnavailableError(AgentsError):
     """
 
 
+class SandboxUnreachableError(SandboxUnavailableError):
+    """The backend did not answer (the Docker engine is down, the cloud API
+    timed out or answered 5xx): the sandbox may well still be there.  Worth
+    trying again later, unlike a sandbox that is gone."""
+
+
 class SandboxSetupError(AgentsError):
     """The sandbox's ``setup_script`` failed; the sandbox has been deleted."""
 

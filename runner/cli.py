@@ -727,6 +727,15 @@ def _has_text(path: Path, text: str) -> bool:
     help="PostgreSQL: how often this server looks for sessions whose server died "
     "(and takes them over), and checks it still holds its own.",
 )
+@click.option(
+    "--reattach-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,  # serve._sessions.DEFAULT_REATTACH_TIMEOUT
+    show_default=True,
+    metavar="SECONDS",
+    help="At start, how long to keep trying a session's sandbox whose backend does not "
+    "answer (the Docker engine, the cloud API) before the session fails.",
+)
 def serve(
     files: tuple[str, ...],
     python_agents: tuple[str, ...],
@@ -736,6 +745,7 @@ def serve(
     db: str | None,
     max_sessions: int,
     claim_interval: float,
+    reattach_timeout: float,
 ) -> None:
     """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
     (see the README).
@@ -765,6 +775,7 @@ def serve(
                 python_agents=python_agents,
                 max_sessions=max_sessions,
                 claim_interval=claim_interval,
+                reattach_timeout=reattach_timeout,
             )
         )
     except ServeError as exc:

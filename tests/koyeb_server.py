@@ -295,6 +295,9 @@ class FakeCloud:
         self.run_faults: list[int | str] = []
         #: Seconds an executor request waits while a sleeping instance wakes.
         self.wake_seconds = 0.5
+        #: While set, every control-plane request answers this status (e.g.
+        #: 503): an API outage.  The executor is not affected.
+        self.outage: int | None = None
         cloud = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -376,6 +379,8 @@ class FakeCloud:
             return error_reply(404, "not_found", f"no route {method} {path}")
         if headers.get("authorization") != f"Bearer {self.token}":
             return error_reply(401, "unauthenticated", "missing or invalid API token")
+        if self.outage is not None:
+            return error_reply(self.outage, "unavailable", "scripted outage")
         with self.lock:
             return self.control_plane(method, parts[1:], body, query or {})
 

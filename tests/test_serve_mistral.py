@@ -274,3 +274,55 @@ def test_an_instance_made_but_not_recorded_before_the_kill_is_deleted_at_restart
     saved = server.output_dir / session_id
     assert [lines(saved / f"create-{n}.count") for n in (1, 2, 3)] == [1, 1, 1]
     assert cloud.instances == {} and cloud.containers == {}
+
+
+def test_a_cloud_api_outage_at_restart_is_waited_out(served: Any, cloud: FakeCloud) -> None:
+    server = served()
+    server.args = ["--reattach-timeout", "60"]
+    server.start()
+    session_id, record = started_instance(server, cloud)
+    app_id = record["app_id"]
+    server.kill()
+    cloud.outage = 503
+    try:
+        server.start()
+        # The server keeps trying while the API answers 503 ...
+        wait_for(lambda: "trying again in" in server.stderr(), what="a retry")
+        with server.client() as client:
+            assert client.get(f"/v1/sessions/{session_id}").json()["status"] == "starting"
+    finally:
+        cloud.outage = None
+    # ... and re-attaches once it answers: step 2 runs again on the same instance.
+    with server.client() as client:
+        wait_for(lambda: count(cloud, app_id, "create-2.count") == 2, what="step 2 again")
+        in_instance(cloud, app_id, "touch GO_CREATE; echo ok")
+        session = wait_status(client, session_id, "waiting", "failed")
+        assert session["status"] == "waiting", session["error"]
+        in_instance(cloud, app_id, "touch GO_DESTROY; echo ok")
+        assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
+    assert cloud.instances == {}
+
+
+def test_a_cloud_api_that_stays_down_fails_the_session_after_the_reattach_timeout(
+    served: Any, cloud: FakeCloud
+) -> None:
+    server = served()
+    server.args = ["--reattach-timeout", "1"]
+    server.start()
+    session_id, record = started_instance(server, cloud)
+    server.kill()
+    cloud.outage = 503
+    try:
+        server.start()
+        with server.client() as client:
+            failed = wait_status(client, session_id, "failed")
+    finally:
+        cloud.outage = None
+    assert failed["error"].startswith(
+        "the server restarted and its sandbox's backend did not answer for 1 s (cloud instance "
+        f"{record['instance_id']} cannot be reached ("
+    ), failed["error"]
+    assert "503" in failed["error"]
+    # The instance could not be deleted either (the platform's TTL bounds it): the test does it.
+    assert list(cloud.instances) == [record["instance_id"]]
+    cloud.expire(record["app_id"])

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._errors import SandboxUnavailableError
+from .._errors import SandboxUnavailableError, SandboxUnreachableError
 
 if TYPE_CHECKING:
     import docker
@@ -90,7 +90,7 @@ class DockerClient:
                 client.ping()
             except DockerException as exc:
                 where = self.base_url or os.environ.get("DOCKER_HOST") or "the default socket"
-                raise SandboxUnavailableError(
+                raise SandboxUnreachableError(
                     f"the Docker engine is not reachable at {where} ({exc}); {START_DOCKER_HINT}"
                 ) from exc
             self._client = client
@@ -122,7 +122,11 @@ def _engine_call(function: Callable[..., T], client: Any, *args: Any) -> T:
 
     try:
         return function(client, *args)
-    except (DockerException, RequestException) as exc:
+    except RequestException as exc:  # no answer (a refused or dropped connection, a timeout)
+        raise SandboxUnreachableError(
+            f"the Docker engine failed: {short_error(exc)}; {START_DOCKER_HINT}"
+        ) from exc
+    except DockerException as exc:
         raise SandboxUnavailableError(
             f"the Docker engine failed: {short_error(exc)}; {START_DOCKER_HINT}"
         ) from exc

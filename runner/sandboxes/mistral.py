@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import MissingExtraError, SandboxUnavailableError
+from .._errors import MissingExtraError, SandboxUnavailableError, SandboxUnreachableError
 from .._network import Network
 from .base import (
     TIMEOUT_EXIT_CODE,
@@ -436,6 +436,16 @@ def api_status(exc: BaseException) -> int | None:
     return getattr(api_exception, "status", None) if api_exception else None
 
 
+def _api_failure(exc: BaseException) -> type[SandboxUnavailableError]:
+    """Which error a failed control-plane call is: no answer, a timeout, 429 or
+    5xx may pass (``SandboxUnreachableError``: worth trying again); any other
+    answer (401, 403, ...) will not."""
+    status = api_status(exc)
+    if status is None or status == 429 or status >= 500:
+        return SandboxUnreachableError
+    return SandboxUnavailableError
+
+
 def api_error_summary(exc: BaseException) -> str:
     """One line for an SDK error: the generated client's own text dumps the
     response headers and body over several lines."""
@@ -467,7 +477,7 @@ async def _find_instance(instance_id: str) -> Any:
     except Exception as exc:  # the SDK's SandboxError family, httpx
         if api_status(exc) == 404:
             return None
-        raise SandboxUnavailableError(
+        raise _api_failure(exc)(
             f"cloud instance {instance_id} cannot be reached ({api_error_summary(exc)})"
         ) from exc
 
@@ -486,7 +496,7 @@ async def _deployment_status(remote: Any) -> str:
     except Exception as exc:
         if api_status(exc) == 404:
             return "DELETED"
-        raise SandboxUnavailableError(
+        raise _api_failure(exc)(
             f"cloud instance {remote.service_id} cannot be reached ({api_error_summary(exc)})"
         ) from exc
     status = deployment.status

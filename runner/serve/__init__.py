@@ -234,6 +234,7 @@ async def serve(
     max_sessions: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     claim_interval: float = CLAIM_INTERVAL_SECONDS,
+    reattach_timeout: float | None = None,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
@@ -279,6 +280,7 @@ async def serve(
                 task_group=tg,
                 max_sessions=max_sessions,
                 owner=url,
+                **({} if reattach_timeout is None else {"reattach_timeout": reattach_timeout}),
             )
             resumed = await sessions.resume_all()
             app = App(sessions, token=token)

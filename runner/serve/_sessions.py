@@ -62,6 +62,12 @@ logger = logging.getLogger("runner.serve")
 #: failure, and each open session holds a workspace or container with its
 #: exec channel, so the default stays far from the usual 1024 descriptors.
 DEFAULT_MAX_SESSIONS = 100
+#: How long a restarted server keeps trying to re-attach a sandbox whose
+#: backend does not answer (the Docker engine restarting, a cloud API outage),
+#: by default, before it fails the session.
+DEFAULT_REATTACH_TIMEOUT = 60.0
+#: The longest pause between two of those tries.
+REATTACH_MAX_DELAY = 8.0
 #: What a ``503`` beyond ``--max-sessions`` tells the client to wait (seconds).
 RETRY_AFTER_SECONDS = 5
 
@@ -137,7 +143,11 @@ class Sessions:
         task_group: anyio.abc.TaskGroup,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         owner: str = "",
+        reattach_timeout: float = DEFAULT_REATTACH_TIMEOUT,
     ) -> None:
+        #: How long a restarted server keeps trying a sandbox whose backend
+        #: does not answer before it fails the session (``--reattach-timeout``).
+        self.reattach_timeout = reattach_timeout
         self.agents = dict(agents)
         #: This server's address, recorded with the sessions it runs (on
         #: PostgreSQL, a client asking another server is sent here).
@@ -700,7 +710,9 @@ class Sessions:
                 await _discard_unrecorded(compiled.agent.environment, session_id)
             await self._start(session_id, live)
             return
-        sandbox, problem = await _reattach(compiled.agent.environment, row)
+        sandbox, problem = await _reattach(
+            compiled.agent.environment, row, retry_for=self.reattach_timeout
+        )
         if sandbox is None:
             self._fail(session_id, f"the server restarted and {problem}")
             return
@@ -935,14 +947,35 @@ async def _discard_unrecorded(environment: Any, session_id: str) -> None:
         )
 
 
-async def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
+async def _attach_retrying(attach: Callable[[], Awaitable[Any]], retry_for: float) -> Any:
+    """``attach()``, tried again while its backend does not answer
+    (``SandboxUnreachableError``), with doubling pauses (0.5 s up to
+    ``REATTACH_MAX_DELAY``), for up to ``retry_for`` seconds; then its error."""
+    from .._errors import SandboxUnreachableError
+
+    deadline = anyio.current_time() + retry_for
+    delay = 0.5
+    while True:
+        try:
+            return await attach()
+        except SandboxUnreachableError as exc:
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                raise
+            logger.warning("%s; trying again in %.1f s", exc, min(delay, left))
+            await anyio.sleep(min(delay, left))
+            delay = min(delay * 2, REATTACH_MAX_DELAY)
+
+
+async def _reattach(environment: Any, row: SessionRow, *, retry_for: float = 0) -> tuple[Any, str]:
     """The sandbox of ``row`` again, or (None, why it cannot be found).
 
     ``environment`` gives the shell and settings commands run with; None gives
     a sandbox good only for ``delete()``.  A Docker container or a cloud
     instance that cannot be re-attached (gone, stopped, another session's, a
     cloud instance that lost its disk) is removed if it is still there and is
-    this session's: nothing is left behind.
+    this session's: nothing is left behind.  A backend that does not answer
+    is tried again for ``retry_for`` seconds first.
     """
     record = row.sandbox or {}
     if row.backend == "local" and "root" in record:
@@ -967,25 +1000,38 @@ async def _reattach(environment: Any, row: SessionRow) -> tuple[Any, str]:
         from .._errors import SandboxUnavailableError
 
         try:
-            sandbox = await environment.attach(
-                record["container_id"],
-                session_id=row.id,
-                label_session_id=record.get("label_session_id"),
+            sandbox = await _attach_retrying(
+                lambda: environment.attach(
+                    record["container_id"],
+                    session_id=row.id,
+                    label_session_id=record.get("label_session_id"),
+                ),
+                retry_for,
             )
         except SandboxUnavailableError as exc:
             await _discard_container(environment, row)
-            return None, f"its sandbox is gone ({exc})"
+            return None, _why_not_attached(exc, retry_for)
         return sandbox, ""
     if row.backend == "mistral" and "instance_id" in record and environment is not None:
         from .._errors import SandboxUnavailableError
 
         try:
-            sandbox = await environment.attach(record, session_id=row.id)
+            sandbox = await _attach_retrying(
+                lambda: environment.attach(record, session_id=row.id), retry_for
+            )
         except SandboxUnavailableError as exc:
             await _discard_instance(environment, row)
-            return None, f"its sandbox is gone ({exc})"
+            return None, _why_not_attached(exc, retry_for)
         return sandbox, ""
     return None, (
         f"re-attaching a {row.backend} sandbox is not built yet (docs/serve-design.md); "
         "`runner gc` removes a container left behind"
     )
+
+
+def _why_not_attached(exc: Exception, retry_for: float) -> str:
+    from .._errors import SandboxUnreachableError
+
+    if isinstance(exc, SandboxUnreachableError):
+        return f"its sandbox's backend did not answer for {retry_for:g} s ({exc})"
+    return f"its sandbox is gone ({exc})"
