@@ -353,3 +353,71 @@ def test_a_docker_session_that_cannot_resume_has_its_container_removed(
     assert "changed since the session started" in failed["error"]
     assert not exists(docker_client, container.id)  # no hook ran; the container is gone
     assert durable_containers(docker_client, owner) == []
+
+
+def test_a_python_agent_on_docker_resumes_in_its_container_replaying_its_calls(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    """``--agent`` with a ``LocalDockerSandbox``: the container is durable like a
+    YAML agent's, and the cut-off hook point replays its finished sandbox calls."""
+    (tmp_path / "docker_agents.py").write_text(
+        textwrap.dedent(
+            f"""\
+            import runner
+
+
+            class Stepwise(runner.SandboxHook):
+                async def on_create(self, ctx):
+                    await ctx.sandbox.execute("echo ran >> call-1.count")
+                    await ctx.sandbox.execute(
+                        "echo ran >> call-2.count; " + {BLOCK.format(flag="creating", go="GO_CREATE")!r}
+                    )
+                    await ctx.sandbox.execute("echo ran >> call-3.count")
+
+                async def on_destroy(self, ctx):
+                    await ctx.sandbox.save_file("call-1.count", {str(tmp_path / "saved-1.count")!r})
+
+
+            agent = runner.Agent(
+                model="local-model",
+                environment=runner.LocalDockerSandbox(
+                    image={TEST_IMAGE!r}, hooks=[Stepwise()], default_exec_timeout_seconds=120
+                ),
+            )
+            """
+        )
+    )
+    server = Server([], tmp_path, args=["--agent", "docker_agents:agent"])
+    owner = None
+    try:
+        server.start()
+        session_id = start_session_of(server, "agent")
+        container = recorded_container(server, session_id, docker_client)
+        owner = Db(server).owner()
+        assert container.labels[LABEL_DURABLE] == owner
+        wait_for(lambda: "creating" in in_container(container, "ls"), what="call 2")
+        server.kill()
+
+        server.start()
+        assert f"resuming 1 session(s) left open: {session_id}" in server.stderr()
+        wait_for(lambda: count(container, "call-2.count") == 2, what="call 2 to run again")
+        in_container(container, "touch GO_CREATE")
+        with server.client() as client:
+            session = wait_status(client, session_id, "waiting", "failed")
+            assert session["status"] == "waiting", session["error"]
+            assert [count(container, f"call-{n}.count") for n in (1, 2, 3)] == [1, 2, 1]
+            closed = client.delete(f"/v1/sessions/{session_id}").json()
+        assert closed["status"] == "closed", closed["error"]
+        assert lines(tmp_path / "saved-1.count") == 1
+        assert not exists(docker_client, container.id)
+    finally:
+        server.stop()
+        for leftover in durable_containers(docker_client, owner) if owner else []:
+            leftover.remove(force=True, v=True)
+
+
+def start_session_of(server: Server, agent: str) -> str:
+    with server.client() as client:
+        created = client.post("/v1/sessions", json={"agent": agent})
+        assert created.status_code == 201, created.text
+    return created.json()["id"]

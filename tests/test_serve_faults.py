@@ -235,3 +235,81 @@ def test_a_server_killed_while_awaiting_the_model_asks_it_again_after_a_restart(
         "tool",
     ]
     assert list(server.tmp.iterdir()) == []
+
+
+def test_a_turn_journal_cut_off_by_a_kill_holds_no_secret(tmp_path: Path) -> None:
+    """The journal of a turn in flight stays in the database when the server is
+    killed: a tool call that printed a secret (a ``secrets:`` value the hook
+    put in a file) must be recorded scrubbed, in every form it could be stored."""
+    import base64
+    import json
+
+    from chat_server import ChatServer, assistant
+
+    secret = "s3cr3t-'quote' $dollar \\back"
+    go = tmp_path / "GO"
+    replies = [
+        bash("call00001", "cat .token; printf '%s' \"$(cat .token)\" | base64"),
+        bash("call00002", f"touch in-step-2; while [ ! -f {go} ]; do sleep 0.05; done"),
+        assistant("Done."),
+    ]
+    with ChatServer(replies) as model:
+        config = tmp_path / "secret.yaml"
+        config.write_text(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                secrets:
+                  token: {{from_env: TURN_TOKEN}}
+                agent:
+                  name: turns
+                  model: local-model
+                  base_url: {model.url}
+                  environment:
+                    sandbox: local
+                    default_exec_timeout_seconds: 120
+                    hooks:
+                      - name: seed
+                        on_create:
+                          - secret_file: .token
+                            secret: token
+                """
+            )
+        )
+        server = Server([config], tmp_path, env={"TURN_TOKEN": secret})
+        try:
+            server.start()
+            with server.client() as client:
+                session_id = client.post("/v1/sessions", json={}).json()["id"]
+                wait_status(client, session_id, "waiting")
+            (workspace,) = server.workspaces()
+
+            def kill_mid_turn() -> None:
+                wait_for(lambda: (workspace / "in-step-2").exists(), what="the 2nd tool call")
+                server.kill()
+
+            killer = threading.Thread(target=kill_mid_turn)
+            killer.start()
+            try:
+                with server.client() as client, pytest.raises(httpx.TransportError):
+                    client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Show."})
+            finally:
+                killer.join()
+            stored = server.database_bytes()
+            # The first tool call was journaled, and its live output (what the
+            # model was sent) did hold the secret: raw and in base64.
+            assert b"turn:sandbox" in stored
+            (output,) = [
+                m["content"] for m in model.requests[1]["body"]["messages"] if m["role"] == "tool"
+            ]
+            assert secret in output
+            assert base64.b64encode(secret.encode()).decode() in output
+            for form in (
+                secret.encode(),
+                json.dumps(secret)[1:-1].encode(),
+                base64.b64encode(secret.encode()),
+            ):
+                assert form not in stored, form
+        finally:
+            go.touch()
+            server.stop()
