@@ -141,6 +141,7 @@ async def _call_hook(
     }
     emit("hook_started", session_id=sandbox.session_id, hook=plan.name, point=point)
     given = hook_sandbox.get() or sandbox
+    hook_sandbox.set(None)  # this hook's only: never the next one's, whatever happens
     ctx = SandboxCallbackContext(sandbox=given, session_id=sandbox.session_id)
     started = time.perf_counter()
     try:

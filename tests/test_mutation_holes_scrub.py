@@ -104,6 +104,15 @@ def test_events_are_scrubbed_through_mappings_and_lists() -> None:
     assert scrubbed(("hunter2'x", 3)) == ["***", 3]
 
 
+def test_bytes_are_scrubbed_of_every_secret_in_utf8() -> None:
+    # runner serve journals file contents (bytes) through scrubbed().
+    add_secrets(["pässwörd-1", "token-22"])
+    data = "a pässwörd-1 b token-22 c pässwörd-1".encode() + b"\xff"
+    assert scrubbed(data) == b"a *** b *** c ***\xff"
+    assert scrubbed([b"x token-22", "token-22"]) == [b"x ***", "***"]
+    assert scrubbed(b"nothing secret") == b"nothing secret"
+
+
 def test_a_longer_secret_is_masked_before_a_shorter_one_inside_it() -> None:
     seen = []
     with listen(seen.append):

@@ -117,7 +117,8 @@ def test_both_engines_keep_sessions_events_and_steps_alike(store) -> None:
     assert store.session_by_key("k1").id == "sess_1"
 
     created_at = row.created_at
-    store.update("sess_1", status="waiting", sandbox={"root": "/x"}, owner="http://b")
+    store.update("sess_1", status="waiting", sandbox={"root": "/x"})
+    store.take("sess_1", "http://b")
     again = store.session("sess_1")
     assert (again.status, again.sandbox, again.owner) == ("waiting", {"root": "/x"}, "http://b")
     assert again.created_at == created_at  # a timestamp keeps its precision (not float4)
@@ -136,10 +137,40 @@ def test_both_engines_keep_sessions_events_and_steps_alike(store) -> None:
 
     create(store, "sess_3", owner="http://a")
     assert store.count_open() == 2
-    assert store.count_open("http://a") == 1  # a server counts its own sessions
+    assert [sid for sid, _ in store.open_ids()] == ["sess_1", "sess_3"]
+    assert store.status_of("sess_3") == "starting" and store.status_of("nope") is None
     store.update("sess_3", status="closed")
     assert [r.id for r in store.sessions(open_only=True)] == ["sess_1"]
     assert [r.id for r in store.sessions()] == ["sess_1", "sess_3"]
+
+
+def test_a_session_taken_over_is_fenced_from_the_server_that_lost_it(postgres_dsn: str) -> None:
+    first, second = PostgresStore(postgres_dsn), PostgresStore(postgres_dsn)
+    try:
+        assert first.server_id != second.server_id
+        assert first.claim("sess_f", "http://a")
+        create(first, "sess_f", owner="http://a")
+        assert (first.count_open(), second.count_open()) == (1, 0)  # each counts its own
+        first.release("sess_f")  # as if its claims connection had died
+        assert second.claim("sess_f", "http://b")
+        second.take("sess_f", "http://b")
+        # The server that lost it still runs it for a moment: its writes change nothing.
+        first.update("sess_f", status="failed", error="the server stopped")
+        first.end_turn("sess_f", conversation=[], result={"turn": "stale"})
+        row = second.session("sess_f")
+        assert (row.status, row.error, row.result, row.owner) == (
+            "starting",
+            None,
+            None,
+            "http://b",
+        )
+        assert row.server_id == second.server_id
+        assert (first.count_open(), second.count_open()) == (0, 1)
+        second.update("sess_f", status="waiting")
+        assert second.status_of("sess_f") == "waiting"
+    finally:
+        first.close()
+        second.close()
 
 
 def test_a_sqlite_file_from_before_owners_gains_the_column(tmp_path: Path) -> None:
@@ -232,7 +263,7 @@ def test_a_store_that_lost_its_claims_connection_says_so(postgres_dsn: str) -> N
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'runner serve (claims)'"
+                " WHERE application_name LIKE 'runner serve % claims'"
             )
         with pytest.raises(StoreError, match="another server may take them over"):
             store.check_alive()
@@ -367,22 +398,37 @@ def test_a_restarted_server_resumes_its_sessions_from_postgres(
         server.stop()
 
 
-def test_a_server_that_loses_its_database_connection_stops(
-    tmp_path: Path, postgres_dsn: str
+def test_a_server_that_loses_its_claims_stops_at_once_and_another_takes_over(
+    two_servers, tmp_path: Path, postgres_dsn: str
 ) -> None:
-    server = Server([shared_file(tmp_path)], tmp_path / "a", db=postgres_dsn)  # type: ignore[arg-type]
-    try:
-        server.start()
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'runner serve (claims)'"
-            )
-        server.process.wait(timeout=30)
-        assert server.process.returncode == 2
-        assert "another server may take them over, so this one stops" in server.stderr()
-    finally:
-        server.stop()
+    a, b = two_servers
+    a.start()
+    b.start()
+    with a.client() as client:
+        session_id = client.post("/v1/sessions", json={}).json()["id"]
+    workspace = wait_for(lambda: a.workspaces(), what="the workspace")[0]
+    wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        # a's claims connection ends (a restart of PostgreSQL, a broken network):
+        # only a's, found by the process id in its name.
+        terminated = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"runner serve {a.process.pid} claims",),
+        ).fetchall()
+    assert terminated == [(True,)]
+    a.process.wait(timeout=30)
+    assert a.process.returncode == 2
+    assert "another server may take them over, so this one stops" in a.stderr()
+    # a stopped as if killed: it did not unwind the session (no failed status,
+    # no sandbox deleted), and b takes it over and finishes it.
+    with b.client() as client:
+        wait_for(lambda: lines(workspace / "create-2.count") == 2, what="b to run step 2 again")
+        (tmp_path / "GO_CREATE").touch()
+        session = wait_status(client, session_id, "waiting", "failed")
+        assert session["status"] == "waiting", session["error"]
+        assert session["owner"] == b.url
+        assert lines(workspace / "create-1.count") == 1
+        assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
 
 
 def test_an_unreachable_database_stops_the_server_without_its_password(tmp_path: Path) -> None:

@@ -117,11 +117,16 @@ def _engine_call(function: Callable[..., T], client: Any, *args: Any) -> T:
     """Run one blocking SDK call; an Engine that stopped answering (restarted,
     gone, or the container gone with it) becomes a typed error, not a raw
     HTTP or socket exception."""
-    from docker.errors import DockerException
+    from docker.errors import APIError, DockerException
     from requests.exceptions import RequestException
 
     try:
         return function(client, *args)
+    except APIError as exc:  # an answer (it is a RequestException too): 5xx may pass
+        failure = (
+            SandboxUnreachableError if (exc.status_code or 0) >= 500 else SandboxUnavailableError
+        )
+        raise failure(f"the Docker engine failed: {short_error(exc)}; {START_DOCKER_HINT}") from exc
     except RequestException as exc:  # no answer (a refused or dropped connection, a timeout)
         raise SandboxUnreachableError(
             f"the Docker engine failed: {short_error(exc)}; {START_DOCKER_HINT}"

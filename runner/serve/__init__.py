@@ -270,7 +270,6 @@ async def serve(
         url_host = socket.gethostname()
     url = f"http://{url_host}:{bound}"
     sessions: Sessions | None = None
-    lost: list[StoreError] = []
     try:
         async with anyio.create_task_group() as tg:
             sessions = Sessions(
@@ -287,7 +286,8 @@ async def serve(
             tg.start_soon(_stop_on_signal, tg.cancel_scope, say)
             tg.start_soon(serve_forever, listener, app, max_body_bytes)
             if not store.exclusive:
-                tg.start_soon(_watch_claims, sessions, claim_interval, tg.cancel_scope, lost)
+                store.watch_connection(lambda exc: _stop_now(exc, say))  # type: ignore[attr-defined]
+                tg.start_soon(_watch_claims, sessions, claim_interval, say)
             if generated:
                 say(f"RUNNER_SERVE_TOKEN is not set; this run's token is {token}")
             if resumed:
@@ -300,21 +300,26 @@ async def serve(
         if sessions is not None:
             sessions.close_pools()
         store.close()
-    if lost:
-        raise ServeError(str(lost[0]))
 
 
-async def _watch_claims(
-    sessions: Any, interval: float, scope: anyio.CancelScope, lost: list
-) -> None:
-    """Take over dead servers' sessions; stop the server if its claims may be lost."""
+async def _watch_claims(sessions: Any, interval: float, say: Callable[[str], None]) -> None:
+    """Take over dead servers' sessions; stop at once if this server's claims
+    may be lost."""
     from ._store import StoreError
 
     try:
         await sessions.watch_claims(interval)
     except StoreError as exc:
-        lost.append(exc)
-        scope.cancel()
+        _stop_now(exc, say)
+
+
+def _stop_now(exc: Exception, say: Callable[[str], None]) -> None:
+    """Exit (2) at once, as if killed: a server that may have lost its claims
+    must not unwind its sessions (no on_destroy, no status written, no sandbox
+    deleted): another server is taking them over, as after a SIGKILL."""
+    say(str(exc))
+    sys.stderr.flush()
+    os._exit(2)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, say: Callable[[str], None]) -> None:

@@ -101,13 +101,16 @@ class App:
                 last = seq
                 quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
-            row = self.sessions.store.session(session_id)
-            if row is None or row.status in FINAL_STATUSES:
+            status = self.sessions.store.status_of(session_id)
+            if status is None or status in FINAL_STATUSES:
                 if not any(True for _ in self.sessions.store.events(session_id, after=last)):
                     return
                 continue
-            here = self.sessions.runs_here(session_id)
-            with anyio.move_on_after(KEEPALIVE_SECONDS if here else FOLLOW_ELSEWHERE_SECONDS):
+            # Keep-alive on time even when wake-ups bring no new event.
+            wait = max(0.0, KEEPALIVE_SECONDS - (time.monotonic() - quiet_since))
+            if not self.sessions.runs_here(session_id):
+                wait = min(wait, FOLLOW_ELSEWHERE_SECONDS)
+            with anyio.move_on_after(wait):
                 await changed.wait()
                 continue
             if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:

@@ -289,7 +289,8 @@ class JournaledSandbox(Sandbox):
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data
-        fingerprint = _fingerprint("write_file", path, hashlib.sha256(raw).hexdigest())
+        # The digest of the scrubbed content: one of a short secret could be reversed.
+        fingerprint = _fingerprint("write_file", path, hashlib.sha256(scrubbed(raw)).hexdigest())
         described = _describe("write_file", path)
         number, recorded = self._recorded("write_file", fingerprint, described)
         if recorded is not None:

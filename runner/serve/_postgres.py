@@ -22,10 +22,14 @@ with a session's.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import select
+import socket
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._store import SCHEMA, Store, StoreError
@@ -64,11 +68,27 @@ class PostgresStore(Store):
             ) from None
         self.where = redacted(url)
         self._error = psycopg.Error
+        # Unique per server process, unlike its address (two machines may both
+        # listen on 127.0.0.1:8000 behind their proxies).
+        self.server_id = f"{socket.gethostname()}/{os.getpid()}/{os.urandom(6).hex()}"
+        # TCP keep-alives (ignored on a unix socket): a dead network is noticed
+        # in about 30 s, not at the system default of two hours.
+        options = {
+            "autocommit": True,
+            "connect_timeout": 10,
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
         try:
-            self._db = psycopg.connect(url, autocommit=True, application_name="runner serve")
+            # Named with the process id, for pg_stat_activity.
+            self._db = psycopg.connect(
+                url, application_name=f"runner serve {os.getpid()}", **options
+            )
             # Its own connection: the locks live exactly as long as it does.
             self._claims = psycopg.connect(
-                url, autocommit=True, application_name="runner serve (claims)"
+                url, application_name=f"runner serve {os.getpid()} claims", **options
             )
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the database {self.where}: {exc}") from None
@@ -94,26 +114,36 @@ class PostgresStore(Store):
             self._claims.close()  # every claim this server held lapses here
             self._claimed.clear()
 
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
+    @contextlib.contextmanager
+    def _database(self) -> Iterator[Any]:
+        """The main connection, under its lock; a database error becomes a
+        ``StoreError`` naming the database (never a raw driver error)."""
         with self._lock:
-            return self._db.execute(_placeholders(sql), args).rowcount
+            try:
+                yield self._db
+            except self._error as exc:
+                raise StoreError(f"the database {self.where} failed: {exc}") from exc
+
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
+        with self._database() as db:
+            return db.execute(_placeholders(sql), args).rowcount
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(_placeholders(sql), args).fetchall()
+        with self._database() as db:
+            return db.execute(_placeholders(sql), args).fetchall()
 
     def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
         # One server writes a session's events (its owner), under this lock:
         # the primary key would refuse a second writer's number anyway.
-        with self._lock, self._db.transaction():
-            ((last,),) = self._db.execute(_placeholders(sql_last), key).fetchall()
-            self._db.execute(_placeholders(sql_insert), (*key, last + 1, value))
+        with self._database() as db, db.transaction():
+            ((last,),) = db.execute(_placeholders(sql_last), key).fetchall()
+            db.execute(_placeholders(sql_insert), (*key, last + 1, value))
         return last + 1
 
     def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock, self._db.transaction():
+        with self._database() as db, db.transaction():
             for sql, args in statements:
-                self._db.execute(_placeholders(sql), args)
+                db.execute(_placeholders(sql), args)
 
     # --- who runs which session --------------------------------------------
 
@@ -121,26 +151,67 @@ class PostgresStore(Store):
         with self._claims_lock:
             if session_id in self._claimed:
                 return True
-            ((taken,),) = self._claims.execute(
-                "SELECT pg_try_advisory_lock(%s)", (lock_key(session_id),)
-            ).fetchall()
+            try:
+                ((taken,),) = self._claims.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (lock_key(session_id),)
+                ).fetchall()
+            except self._error as exc:
+                raise self._lost(exc) from None
             if taken:
                 self._claimed.add(session_id)
             return bool(taken)
 
     def release(self, session_id: str) -> None:
+        """Never raises: a lock whose connection is gone is released already."""
         with self._claims_lock:
             if session_id not in self._claimed:
                 return
             self._claimed.discard(session_id)
-            self._claims.execute("SELECT pg_advisory_unlock(%s)", (lock_key(session_id),))
+            with contextlib.suppress(self._error):
+                self._claims.execute("SELECT pg_advisory_unlock(%s)", (lock_key(session_id),))
 
     def check_alive(self) -> None:
-        try:
-            with self._claims_lock:
-                self._claims.execute("SELECT 1").fetchall()
-        except self._error as exc:
-            raise StoreError(
-                f"lost the connection to {self.where} that holds this server's sessions "
-                f"({exc}); another server may take them over, so this one stops"
-            ) from None
+        """The claims connection answers and still holds every claim (a pooler
+        in front of PostgreSQL could answer from another backend without them)."""
+        with self._claims_lock:
+            try:
+                ((held,),) = self._claims.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND pid = pg_backend_pid() AND granted"
+                ).fetchall()
+            except self._error as exc:
+                raise self._lost(exc) from None
+            if held < len(self._claimed):
+                raise self._lost(f"it holds {held} of this server's {len(self._claimed)} claims")
+
+    def watch_connection(self, on_lost: Callable[[StoreError], None]) -> None:
+        """Call ``on_lost`` (from a thread of its own) as soon as the claims
+        connection ends: PostgreSQL restarted, the backend was terminated, the
+        network broke (TCP keep-alives).  Waiting for the socket to turn
+        readable costs nothing while all is well."""
+
+        def watch() -> None:
+            while True:
+                try:
+                    select.select([self._claims.fileno()], [], [])
+                except (OSError, ValueError, self._error) as exc:  # closed under us
+                    if self._claims.closed:
+                        return  # close(): a clean stop
+                    on_lost(self._lost(exc))
+                    return
+                with self._claims_lock:
+                    if self._claims.closed:
+                        return
+                    try:  # readable: an answer to a claim, a notice, or the end
+                        self._claims.execute("SELECT 1").fetchall()
+                    except self._error as exc:
+                        on_lost(self._lost(exc))
+                        return
+
+        threading.Thread(target=watch, name="runner-serve-claims", daemon=True).start()
+
+    def _lost(self, why: object) -> StoreError:
+        return StoreError(
+            f"lost the connection to {self.where} that holds this server's sessions "
+            f"({why}); another server may take them over, so this one stops"
+        )

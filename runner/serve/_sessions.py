@@ -355,7 +355,7 @@ class Sessions:
         # No await between this count and the insert: two requests cannot both
         # take the last place.  A replayed idempotency key (above) creates
         # nothing, so it is answered even at the limit.
-        if self.store.count_open(None if self.store.exclusive else self.owner) >= self.max_sessions:
+        if self.store.count_open() >= self.max_sessions:
             raise ApiError(
                 503,
                 "too_many_sessions",
@@ -507,11 +507,12 @@ class Sessions:
         result and drops the turn's journal, in one transaction."""
         session = live.session
         assert session is not None
-        self.store.finish_step(session_id, TURN, "turn:message", 0, {"text": scrubbed(text)})
 
         async def work() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             from .._model import Completed
 
+            # Here, in the session's context, where scrubbed() knows its secrets.
+            self.store.finish_step(session_id, TURN, "turn:message", 0, {"text": scrubbed(text)})
             try:
                 result = await session.run(text)
                 turn = {
@@ -606,21 +607,20 @@ class Sessions:
     def _claim_open(self) -> list[SessionRow]:
         """Claim the open sessions no server holds; their rows as they are now."""
         taken = []
-        for found in self.store.sessions(open_only=True):
-            if found.id in self._mine:
+        for session_id, agent in self.store.open_ids():
+            if session_id in self._mine:
                 continue
-            if not self.store.exclusive and found.agent not in self.agents:
+            if not self.store.exclusive and agent not in self.agents:
                 continue  # left for a server that serves its agent
-            if not self.store.claim(found.id, self.owner):
+            if not self.store.claim(session_id, self.owner):
                 continue
-            row = self.store.session(found.id)  # read again now that it is ours
+            row = self.store.session(session_id)  # read again now that it is ours
             if row is None or row.status in FINAL_STATUSES:
-                self.store.release(found.id)  # it finished meanwhile
+                self.store.release(session_id)  # it finished meanwhile
                 continue
-            if row.owner != self.owner:
-                self.store.update(row.id, owner=self.owner)
-                row.owner = self.owner
-            self._mine.add(row.id)
+            self.store.take(session_id, self.owner)
+            row.owner, row.server_id = self.owner, self.store.server_id
+            self._mine.add(session_id)
             taken.append(row)
         return taken
 
@@ -664,7 +664,21 @@ class Sessions:
                     ", ".join(map(str, killed)),
                 )
         for row in rows:
-            self.tg.start_soon(self._resume, row)
+            self.tg.start_soon(self._resume_guarded, row)
+
+    async def _resume_guarded(self, row: SessionRow) -> None:
+        """Resume one session; whatever goes wrong fails that session only (not
+        the server, nor, on PostgreSQL, every server that takes it over next)."""
+        from ._store import StoreError
+
+        try:
+            await self._resume(row)
+        except (StoreError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as exc:
+            logger.exception("resuming session %s failed", row.id)
+            with contextlib.suppress(Exception):
+                self._fail(row.id, f"cannot resume: {type(exc).__name__}: {exc}")
 
     async def _resume(self, row: SessionRow) -> None:
         session_id = row.id

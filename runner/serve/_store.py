@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     file_hash TEXT NOT NULL,
     backend TEXT NOT NULL,
     owner TEXT,
+    server_id TEXT,
     sandbox TEXT,
     result TEXT,
     error TEXT,
@@ -92,6 +93,8 @@ class SessionRow:
     backend: str
     #: The address of the server that runs it (PostgreSQL: one of several).
     owner: str | None
+    #: That server's own id (PostgreSQL; see ``Store.server_id``).
+    server_id: str | None
     sandbox: dict[str, Any] | None
     result: dict[str, Any] | None
     error: str | None
@@ -145,6 +148,12 @@ class Store:
     where = ""
     #: The database's id: the owner of its sessions' durable containers.
     id = ""
+    #: This server's own id where several share the database (PostgreSQL):
+    #: written with every session it runs, and every write to a session's row
+    #: is fenced by it, so a server that lost a session to another one (its
+    #: claims lapsed while it still ran) can no longer change that session.
+    #: None (SQLite): one server, no fence.
+    server_id: str | None = None
 
     def close(self) -> None:
         raise NotImplementedError
@@ -198,8 +207,8 @@ class Store:
         # DO NOTHING on either unique column: the id (never reused) or the key.
         inserted = self._execute(
             "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
-            " file_hash, backend, owner, created_at, updated_at)"
-            " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            " file_hash, backend, owner, server_id, created_at, updated_at)"
+            " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (
                 session_id,
                 agent,
@@ -209,6 +218,7 @@ class Store:
                 file_hash,
                 backend,
                 owner,
+                self.server_id,
                 now,
                 now,
             ),
@@ -218,19 +228,47 @@ class Store:
         return self.session(session_id)
 
     def update(self, session_id: str, **fields: Any) -> None:
-        """Set ``status``, ``sandbox``, ``result``, ``error``, ``conversation`` or ``owner``."""
+        """Set ``status``, ``sandbox``, ``result``, ``error`` or ``conversation``
+        (fenced: nothing changes if another server took the session over)."""
         json_fields = {"sandbox", "result", "conversation"}
-        allowed = {"status", "error", "owner", *json_fields}
+        allowed = {"status", "error", *json_fields}
         if not fields or set(fields) - allowed:
             raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
         values = [
             json.dumps(v) if k in json_fields and v is not None else v for k, v in fields.items()
         ]
         assignments = ", ".join(f"{name} = ?" for name in fields)
+        fence, fenced = self._fence()
         self._execute(
-            f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
-            (*values, time.time(), session_id),
+            f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?{fence}",
+            (*values, time.time(), session_id, *fenced),
         )
+
+    def _fence(self) -> tuple[str, tuple[Any, ...]]:
+        if self.server_id is None:
+            return "", ()
+        return " AND server_id = ?", (self.server_id,)
+
+    def take(self, session_id: str, owner: str) -> None:
+        """Make the session this server's (after :meth:`claim`): its address and id."""
+        self._execute(
+            "UPDATE sessions SET owner = ?, server_id = ?, updated_at = ? WHERE id = ?",
+            (owner, self.server_id, time.time(), session_id),
+        )
+
+    def open_ids(self) -> list[tuple[str, str]]:
+        """``(id, agent)`` of every open session, oldest first (a light query)."""
+        return [
+            (session_id, agent)
+            for session_id, agent in self._rows(
+                f"SELECT id, agent FROM sessions WHERE status IN {OPEN_STATUSES!r}"
+                " ORDER BY created_at"
+            )
+        ]
+
+    def status_of(self, session_id: str) -> str | None:
+        rows = self._rows("SELECT status FROM sessions WHERE id = ?", (session_id,))
+        return rows[0][0] if rows else None
 
     def session(self, session_id: str) -> SessionRow | None:
         rows = self._rows(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
@@ -245,14 +283,12 @@ class Store:
         rows = self._rows(f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at")
         return [_row(r) for r in rows]
 
-    def count_open(self, owner: str | None = None) -> int:
-        """How many sessions are not closed or failed (``--max-sessions`` counts
-        these): all of them, or those ``owner`` runs."""
-        where, args = "", ()
-        if owner is not None:
-            where, args = " AND owner = ?", (owner,)
+    def count_open(self) -> int:
+        """How many sessions this server runs that are not closed or failed
+        (``--max-sessions`` counts these; on SQLite, all of the file's)."""
+        fence, fenced = self._fence()
         ((count,),) = self._rows(
-            f"SELECT COUNT(*) FROM sessions WHERE status IN {OPEN_STATUSES!r}{where}", args
+            f"SELECT COUNT(*) FROM sessions WHERE status IN {OPEN_STATUSES!r}{fence}", fenced
         )
         return count
 
@@ -305,12 +341,19 @@ class Store:
         """The turn in flight ended: store the conversation and the turn's
         result, set the session ``waiting`` and drop the turn's journal, in one
         transaction (a restart then never replays a turn it already stored)."""
+        fence, fenced = self._fence()
         self._atomically(
             [
                 (
                     "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
-                    " updated_at = ? WHERE id = ?",
-                    (json.dumps(conversation), json.dumps(result), time.time(), session_id),
+                    f" updated_at = ? WHERE id = ?{fence}",
+                    (
+                        json.dumps(conversation),
+                        json.dumps(result),
+                        time.time(),
+                        session_id,
+                        *fenced,
+                    ),
                 ),
                 ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
             ]
@@ -350,8 +393,9 @@ class SqliteStore(Store):
         with self._lock:
             self._db.executescript(SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
-            if "owner" not in columns:  # a file written before servers had owners
-                self._db.execute("ALTER TABLE sessions ADD COLUMN owner TEXT")
+            for added in ("owner", "server_id"):  # a file written before servers had them
+                if added not in columns:
+                    self._db.execute(f"ALTER TABLE sessions ADD COLUMN {added} TEXT")
         self._execute(
             "INSERT INTO meta (key, value) VALUES ('id', ?) ON CONFLICT DO NOTHING",
             (f"serve-{os.urandom(8).hex()}",),
@@ -424,6 +468,7 @@ _NAMES = (
     "file_hash",
     "backend",
     "owner",
+    "server_id",
     "sandbox",
     "result",
     "error",
