@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -30,6 +31,25 @@ from serve_process import (
     wait_for,
     wait_status,
 )
+
+
+def send_and_kill(
+    server: Server, session_id: str, text: str, *, when: Callable[[], bool], what: str
+) -> None:
+    """Send a message, and SIGKILL the server once ``when()`` holds (from another
+    thread): the request dies with the server."""
+
+    def kill() -> None:
+        wait_for(when, what=what)
+        server.kill()
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    try:
+        with server.client() as client, pytest.raises(httpx.TransportError):
+            client.post(f"/v1/sessions/{session_id}/messages", json={"text": text})
+    finally:
+        killer.join()
 
 
 def bash(call_id: str, command: str):  # type: ignore[no-untyped-def]
@@ -86,17 +106,13 @@ def test_a_server_killed_mid_turn_goes_on_with_the_turn_after_a_restart(
             (workspace,) = server.workspaces()
             home = workspace.parent / "home"
 
-            def kill_mid_turn() -> None:
-                wait_for(lambda: (workspace / "in-step-2").exists(), what="the 2nd tool call")
-                server.kill()
-
-            killer = threading.Thread(target=kill_mid_turn)
-            killer.start()
-            try:
-                with server.client() as client, pytest.raises(httpx.TransportError):
-                    client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Count."})
-            finally:
-                killer.join()
+            send_and_kill(
+                server,
+                session_id,
+                "Count.",
+                when=lambda: (workspace / "in-step-2").exists(),
+                what="the 2nd tool call",
+            )
             blocked = int((workspace / "step-2.pid").read_text())
             assert process_alive(blocked)  # the kill left the command running
 
@@ -200,17 +216,13 @@ def test_a_server_killed_while_awaiting_the_model_asks_it_again_after_a_restart(
                 wait_status(client, session_id, "waiting")
             (workspace,) = server.workspaces()
 
-            def kill_while_awaiting_the_model() -> None:
-                wait_for(lambda: len(model.requests) == 2, what="the 2nd model request")
-                server.kill()
-
-            killer = threading.Thread(target=kill_while_awaiting_the_model)
-            killer.start()
-            try:
-                with server.client() as client, pytest.raises(httpx.TransportError):
-                    client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Count."})
-            finally:
-                killer.join()
+            send_and_kill(
+                server,
+                session_id,
+                "Count.",
+                when=lambda: len(model.requests) == 2,
+                what="the 2nd model request",
+            )
 
             server.start()
             with server.client() as client:
@@ -284,17 +296,13 @@ def test_a_turn_journal_cut_off_by_a_kill_holds_no_secret(tmp_path: Path) -> Non
                 wait_status(client, session_id, "waiting")
             (workspace,) = server.workspaces()
 
-            def kill_mid_turn() -> None:
-                wait_for(lambda: (workspace / "in-step-2").exists(), what="the 2nd tool call")
-                server.kill()
-
-            killer = threading.Thread(target=kill_mid_turn)
-            killer.start()
-            try:
-                with server.client() as client, pytest.raises(httpx.TransportError):
-                    client.post(f"/v1/sessions/{session_id}/messages", json={"text": "Show."})
-            finally:
-                killer.join()
+            send_and_kill(
+                server,
+                session_id,
+                "Show.",
+                when=lambda: (workspace / "in-step-2").exists(),
+                what="the 2nd tool call",
+            )
             stored = server.database_bytes()
             # The first tool call was journaled, and its live output (what the
             # model was sent) did hold the secret: raw and in base64.
