@@ -242,7 +242,7 @@ async def serve(
     from ._app import App
     from ._http import serve_forever
     from ._sessions import DEFAULT_MAX_SESSIONS, Sessions
-    from ._store import StoreError, open_store
+    from ._store import StoreError
 
     token, generated = server_token(host)
     if max_sessions is None:
@@ -300,6 +300,18 @@ async def serve(
         if sessions is not None:
             sessions.close_pools()
         store.close()
+
+
+def open_store(db: str | Path) -> Any:
+    """The store ``--db`` names: a ``postgresql://`` (or ``postgres://``) URL, or
+    a SQLite file's path."""
+    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
+        from ._postgres import PostgresStore
+
+        return PostgresStore(db)
+    from ._store import SqliteStore
+
+    return SqliteStore(db)
 
 
 async def _watch_claims(sessions: Any, interval: float, say: Callable[[str], None]) -> None:

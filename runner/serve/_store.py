@@ -448,16 +448,6 @@ class SqliteStore(Store):
             self._db.execute("COMMIT")
 
 
-def open_store(db: str | Path) -> Store:
-    """The store ``--db`` names: a ``postgresql://`` (or ``postgres://``) URL, or
-    a SQLite file's path."""
-    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
-        from ._postgres import PostgresStore
-
-        return PostgresStore(db)
-    return SqliteStore(db)
-
-
 _NAMES = (
     "id",
     "agent",
