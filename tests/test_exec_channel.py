@@ -187,3 +187,47 @@ async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(docker_
         with anyio.fail_after(20), pytest.raises(OSError, match="not a regular file"):
             await session.sandbox.execute("mkfifo pipe")
             await session.sandbox.read_file("pipe")
+
+
+async def test_a_cancelled_command_leaves_the_channel_whole(docker_backend) -> None:
+    """Commands are awaited on the event loop (``request_async``): a cancelled
+    wait must not end the channel when its answer comes later (an answer to a
+    request nobody waits for would otherwise look forged)."""
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        channel = box.channel
+        assert channel is not None and channel.kind == "python"
+        with anyio.move_on_after(0.2) as scope:
+            await box.execute("sleep 0.6; echo late > late.txt")
+        assert scope.cancelled_caught
+        # The answer arrives meanwhile, to nobody; the channel stays up.
+        await anyio.sleep(1.0)
+        assert (await box.read_file("late.txt")) == b"late\n"
+        result = await box.execute("echo still here")
+        assert result.stdout == "still here\n"
+        assert box.channel is channel and channel.alive
+        assert channel._pending == {}  # the abandoned request is forgotten
+
+
+async def test_a_command_runs_while_a_large_file_is_being_written(docker_backend) -> None:
+    """A command sent while another request holds the helper's stream (a 64 MB
+    upload) waits its turn in a worker thread, and both arrive whole."""
+    env = docker_backend.environment()
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        data = os.urandom(1 << 20) * 64
+        results: dict[str, Any] = {}
+
+        async def upload() -> None:
+            await box.write_file("big.bin", data)
+            results["size"] = (await box.execute("wc -c < big.bin")).stdout.strip()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(upload)
+            await anyio.sleep(0.05)
+            for n in range(5):
+                results[n] = (await box.execute(f"echo {n}")).stdout
+        assert box.channel is not None and box.channel.alive
+    assert [results[n] for n in range(5)] == [f"{n}\n" for n in range(5)]
+    assert results["size"] == str(len(data))
