@@ -132,6 +132,10 @@ def test_a_session_is_created_listed_read_streamed_and_deleted(server: Server) -
         session = wait_status(client, session_id, "waiting")
         assert session["agent"] == "helper" and session["error"] is None
         assert session["inputs"]["acme.repository"] == {"repository": "acme/api"}
+        assert session["owner"] == server.url
+        # What GET answers is what the OpenAPI document says a Session is.
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["Session"]
+        assert sorted(session) == sorted(schema["properties"])
         listed = client.get("/v1/sessions").json()["sessions"]
         assert [s["id"] for s in listed] == [session_id]
         workspace = server.workspaces()[0]

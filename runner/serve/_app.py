@@ -347,6 +347,12 @@ def openapi(agents: list[str], max_sessions: int = DEFAULT_MAX_SESSIONS) -> dict
                             "description": "as given; a secret input's value is a reference",
                         },
                         "idempotency_key": {"type": ["string", "null"]},
+                        "owner": {
+                            "type": ["string", "null"],
+                            "description": "the address of the server that runs it; with "
+                            "several servers on one PostgreSQL database, a message or a "
+                            "DELETE sent to another server is answered 409 owned_elsewhere",
+                        },
                         "result": {
                             "type": ["object", "null"],
                             "description": "the last turn's outcome",
