@@ -274,6 +274,32 @@ async def test_durable_leftovers_are_removed_but_the_kept_and_other_owners_ones(
             await sandbox.delete()
 
 
+async def test_durable_leftovers_of_named_sessions_only_when_servers_share_a_database(
+    docker_backend, docker_client
+) -> None:
+    """runner serve on PostgreSQL: a server taking sessions over removes only
+    those sessions' unrecorded containers, never another server's."""
+    owner = f"mh-db-{uuid.uuid4().hex[:8]}"
+    env = docker_backend.environment()
+    env.durable_owner = owner
+    taken = [await env.create(session_id=f"sess-taken-{n}", expires_at=None) for n in range(2)]
+    recorded = await env.create(session_id="sess-taken-2", expires_at=None)
+    theirs = await env.create(session_id="sess-theirs", expires_at=None)
+    try:
+        removed = await remove_durable_containers(
+            owner,
+            keep=[recorded.container_id],
+            sessions={"sess-taken-0", "sess-taken-1", "sess-taken-2"},
+        )
+        assert sorted(removed) == sorted(s.container_id for s in taken)
+        assert ours(docker_client) == sorted([recorded.container_id, theirs.container_id])
+        assert await remove_durable_containers(owner, keep=[], sessions=set()) == []
+        assert len(ours(docker_client)) == 2
+    finally:
+        for sandbox in (*taken, recorded, theirs):
+            await sandbox.delete()
+
+
 async def test_durable_leftovers_on_an_unreachable_engine_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(agents.SandboxUnavailableError) as caught:
         await remove_durable_containers("db-1", docker_host=f"unix://{tmp_path}/no-docker.sock")
