@@ -502,13 +502,15 @@ _CHANNEL_WAITERS = anyio.CapacityLimiter(256)
 
 
 def _on_asyncio() -> bool:
-    """Whether the running event loop is asyncio's (``request_async`` needs it)."""
-    import sniffio
+    """Whether an asyncio event loop runs this task (``request_async`` needs
+    one; anyio's other backend, trio, has none)."""
+    import asyncio
 
     try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
+        asyncio.get_running_loop()
+    except RuntimeError:
         return False
+    return True
 
 
 def write_all(out: Any, data: bytes) -> None:
