@@ -148,11 +148,11 @@ def test_a_session_taken_over_is_fenced_from_the_server_that_lost_it(postgres_ds
     first, second = PostgresStore(postgres_dsn), PostgresStore(postgres_dsn)
     try:
         assert first.server_id != second.server_id
-        assert first.claim("sess_f", "http://a")
+        assert first.claim("sess_f")
         create(first, "sess_f", owner="http://a")
         assert (first.count_open(), second.count_open()) == (1, 0)  # each counts its own
         first.release("sess_f")  # as if its claims connection had died
-        assert second.claim("sess_f", "http://b")
+        assert second.claim("sess_f")
         second.take("sess_f", "http://b")
         # The server that lost it still runs it for a moment: its writes change nothing.
         first.update("sess_f", status="failed", error="the server stopped")
@@ -205,21 +205,21 @@ def test_a_session_is_claimed_by_one_store_at_a_time(postgres_dsn: str) -> None:
     first, second = PostgresStore(postgres_dsn), PostgresStore(postgres_dsn)
     try:
         assert first.id == second.id  # one database: one owner of durable containers
-        assert first.claim("sess_x", "http://a")
-        assert first.claim("sess_x", "http://a")  # again: still its own
-        assert not second.claim("sess_x", "http://b")
-        assert second.claim("sess_y", "http://b")
+        assert first.claim("sess_x")
+        assert first.claim("sess_x")  # again: still its own
+        assert not second.claim("sess_x")
+        assert second.claim("sess_y")
         first.release("sess_x")
-        assert second.claim("sess_x", "http://b")
-        assert not first.claim("sess_x", "http://a")
+        assert second.claim("sess_x")
+        assert not first.claim("sess_x")
     finally:
         first.close()
     try:
         # Closing a store gives up its claims (its connection is gone).
         third = PostgresStore(postgres_dsn)
-        assert not third.claim("sess_x", "http://c")  # still the second's
+        assert not third.claim("sess_x")  # still the second's
         second.close()
-        assert wait_for(lambda: third.claim("sess_x", "http://c"), what="the claim to lapse")
+        assert wait_for(lambda: third.claim("sess_x"), what="the claim to lapse")
     finally:
         third.close()
 
@@ -228,7 +228,7 @@ HOLDER = """
 import sys, time
 from runner.serve._postgres import PostgresStore
 store = PostgresStore(sys.argv[1])
-assert store.claim("sess_held", "http://holder")
+assert store.claim("sess_held")
 print("claimed", flush=True)
 time.sleep(600)
 """
@@ -241,11 +241,11 @@ def test_a_killed_servers_claims_lapse_with_its_connection(postgres_dsn: str) ->
     store = PostgresStore(postgres_dsn)
     try:
         assert holder.stdout.readline().strip() == "claimed"
-        assert not store.claim("sess_held", "http://me")
+        assert not store.claim("sess_held")
         holder.send_signal(signal.SIGKILL)  # no cleanup runs in the holder
         holder.wait(timeout=10)
         assert wait_for(
-            lambda: store.claim("sess_held", "http://me"),
+            lambda: store.claim("sess_held"),
             what="PostgreSQL to drop the dead process's lock",
             timeout=10,
         )
@@ -259,7 +259,7 @@ def test_a_store_that_lost_its_claims_connection_says_so(postgres_dsn: str) -> N
     store = PostgresStore(postgres_dsn)
     try:
         store.check_alive()  # fine while connected
-        assert store.claim("sess_z", "http://me")
+        assert store.claim("sess_z")
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -269,7 +269,7 @@ def test_a_store_that_lost_its_claims_connection_says_so(postgres_dsn: str) -> N
             store.check_alive()
         other = PostgresStore(postgres_dsn)
         try:
-            assert other.claim("sess_z", "http://other")  # the lock went with the connection
+            assert other.claim("sess_z")  # the lock went with the connection
         finally:
             other.close()
     finally:

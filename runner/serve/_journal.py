@@ -223,7 +223,7 @@ class JournaledSandbox(Sandbox):
     def __getattr__(self, name: str) -> Any:  # root, container_id, ...: the real sandbox's
         return getattr(self.inner, name)
 
-    def _recorded(self, kind: str, fingerprint: str, described: str) -> tuple[int, dict | None]:
+    def _recorded(self, fingerprint: str, described: str) -> tuple[int, dict | None]:
         number = self.calls
         self.calls += 1
         recorded = self.store.finished_step(self.journal_session, self.hook, self.point, number)
@@ -255,7 +255,7 @@ class JournaledSandbox(Sandbox):
     ) -> SandboxExecutionResult:
         fingerprint = _fingerprint("execute", command, timeout_seconds, dict(env or {}), cwd)
         described = _describe("execute", command)
-        number, recorded = self._recorded("execute", fingerprint, described)
+        number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return SandboxExecutionResult(**recorded["result"])
         result = await self.inner.execute(
@@ -275,7 +275,7 @@ class JournaledSandbox(Sandbox):
     async def read_file(self, path: str) -> bytes:
         fingerprint = _fingerprint("read_file", path)
         described = _describe("read_file", path)
-        number, recorded = self._recorded("read_file", fingerprint, described)
+        number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and "data" in recorded:
             return base64.b64decode(recorded["data"])
         data = await self.inner.read_file(path)
@@ -292,7 +292,7 @@ class JournaledSandbox(Sandbox):
         # The digest of the scrubbed content: one of a short secret could be reversed.
         fingerprint = _fingerprint("write_file", path, hashlib.sha256(scrubbed(raw)).hexdigest())
         described = _describe("write_file", path)
-        number, recorded = self._recorded("write_file", fingerprint, described)
+        number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return
         await self.inner.write_file(path, data)
@@ -301,7 +301,7 @@ class JournaledSandbox(Sandbox):
     async def save_file(self, path: str, target: Path) -> int:
         fingerprint = _fingerprint("save_file", path, str(target))
         described = _describe("save_file", path)
-        number, recorded = self._recorded("save_file", fingerprint, described)
+        number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and Path(target).exists():
             return int(recorded["size"])
         size = await self.inner.save_file(path, target)

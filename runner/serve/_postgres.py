@@ -147,7 +147,7 @@ class PostgresStore(Store):
 
     # --- who runs which session --------------------------------------------
 
-    def claim(self, session_id: str, owner: str) -> bool:
+    def claim(self, session_id: str) -> bool:
         with self._claims_lock:
             if session_id in self._claimed:
                 return True

@@ -366,7 +366,7 @@ class Sessions:
         # Claimed before the row exists: another server looking for sessions
         # to take over never sees this one unclaimed.  (A new random id: no
         # one else can hold it.)
-        self.store.claim(session_id, self.owner)
+        self.store.claim(session_id)
         row = self.store.create_session(
             session_id=session_id,
             agent=agent.name,
@@ -612,7 +612,7 @@ class Sessions:
                 continue
             if not self.store.exclusive and agent not in self.agents:
                 continue  # left for a server that serves its agent
-            if not self.store.claim(session_id, self.owner):
+            if not self.store.claim(session_id):
                 continue
             row = self.store.session(session_id)  # read again now that it is ours
             if row is None or row.status in FINAL_STATUSES:

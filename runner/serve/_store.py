@@ -176,9 +176,9 @@ class Store:
 
     # --- who runs which session --------------------------------------------
 
-    def claim(self, session_id: str, owner: str) -> bool:
-        """Take ``session_id`` for this server (``owner``: its address); False if
-        another live server has it."""
+    def claim(self, session_id: str) -> bool:
+        """Take ``session_id`` for this server; False if another live server has it
+        (its address and id are written by :meth:`take`)."""
         return True
 
     def release(self, session_id: str) -> None:
