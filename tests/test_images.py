@@ -86,6 +86,32 @@ async def test_commands_and_files_work_on_every_image(docker_backend, image) -> 
         assert seen.stdout == (data + "é\n".encode()).decode("utf-8", errors="replace")
 
 
+ENV_NAMES = "env | cut -d= -f1 | sort"
+
+
+@pytest.mark.parametrize("container_env", [{}, {"LC_CTYPE": "C.UTF-8"}])
+async def test_commands_get_the_containers_environment_on_every_image(
+    docker_backend, image, container_env
+) -> None:
+    """A command sees the variables one ``docker exec`` would give it, no more:
+    Python's locale coercion sets ``LC_CTYPE`` in the helper where the
+    container had none, and the helper takes it out (a value the container
+    does set is kept)."""
+    _kind, tag = image
+    seen = {}
+    for path in ("channel", "per-command"):
+        session, _events = await start(
+            docker_backend, tag, exec_channel=path == "channel", env=container_env
+        )
+        async with session:
+            names = await session.sandbox.execute(ENV_NAMES)
+            ctype = await session.sandbox.execute('echo "${LC_CTYPE-unset}"')
+        assert names.exit_code == 0, names
+        seen[path] = (names.stdout.split(), ctype.stdout)
+    assert seen["channel"] == seen["per-command"]
+    assert seen["channel"][1] == container_env.get("LC_CTYPE", "unset") + "\n"
+
+
 # A command that outlives its timeout, leaving a background child behind.
 TIMED_OUT = "(sleep 31; echo child) & sleep 30; echo late"
 # How many "sleep 31" processes are alive (no ps in minbase: read /proc).
