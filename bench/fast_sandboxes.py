@@ -88,6 +88,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -95,6 +96,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -105,6 +107,7 @@ import anyio
 
 import runner as agents
 from runner.sandboxes.docker import LABEL_OWNER_PID, LABEL_SESSION
+from runner.sandboxes.local import DangerousLocalWarning
 
 IMAGE = os.environ.get("RUNNER_DOCKER_IMAGE", "sandbox-runner-test:latest")
 #: (name, tag, exec_channel, target speed-up over docker exec) of section 1b.
@@ -344,6 +347,9 @@ HEADERS = ("measure", f"median (min{DASH}max)", "target")
 
 # --- 1. exec round trip ------------------------------------------------------
 
+#: The shell a local command would run with, as the Docker sandbox's does.
+LOCAL_SHELL = shutil.which("bash") or "/bin/sh"
+
 
 async def exec_round_trip(table: Table, rounds: int, container: str) -> None:
     import docker
@@ -355,10 +361,14 @@ async def exec_round_trip(table: Table, rounds: int, container: str) -> None:
     plain_agent = agents.Agent(
         model="bench", environment=agents.LocalDockerSandbox(image=IMAGE, exec_channel=False)
     )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DangerousLocalWarning)
+        local_agent = agents.Agent(model="bench", environment=agents.DangerousLocalSandbox())
     try:
         async with (
             await channel_agent.start_session() as session,
             await plain_agent.start_session() as plain,
+            await local_agent.start_session() as local_session,
         ):
             sandbox = session.sandbox
             channel_on = getattr(sandbox, "channel", None) is not None
@@ -381,19 +391,31 @@ async def exec_round_trip(table: Table, rounds: int, container: str) -> None:
             def local_true() -> None:
                 subprocess.run(["true"], check=True)
 
+            def local_shell_true() -> None:
+                subprocess.run([LOCAL_SHELL, "-c", "true"], check=True)
+
+            async def local_sandbox_true() -> None:
+                result = await local_session.sandbox.execute("true")
+                assert result.exit_code == 0, result
+
             for _ in range(2):  # warm every path
                 await runner_true()
                 await plain_true()
                 cli_true()
                 sdk_true()
                 local_true()
+                local_shell_true()
+                await local_sandbox_true()
             ours, plain_samples, cli, sdk, local = [], [], [], [], []
+            local_shell, local_sandbox = [], []
             for _ in range(rounds):
                 ours.append(await timed(runner_true))
                 cli.append(timed_sync(cli_true))
                 sdk.append(timed_sync(sdk_true))
                 local.append(timed_sync(local_true))
                 plain_samples.append(await timed(plain_true))
+                local_shell.append(timed_sync(local_shell_true))
+                local_sandbox.append(await timed(local_sandbox_true))
     finally:
         client.close()
     label = "channel on" if channel_on else "CHANNEL OFF: helper did not start"
@@ -413,6 +435,19 @@ async def exec_round_trip(table: Table, rounds: int, container: str) -> None:
         "1. local `subprocess.run(['true'])`",
         local,
         table.at_most("exec vs local subprocess", "runner", ours, local, 2),
+    )
+    # The same work on this machine: a command runs with the sandbox's shell
+    # (DESIGN.md), and `true` is one of bash's builtins, so the Docker
+    # sandbox starts a bash where subprocess.run(['true']) starts no shell.
+    table.add(
+        f"1. local `subprocess.run(['{os.path.basename(LOCAL_SHELL)}', '-c', 'true'])`",
+        local_shell,
+        f"info: runner is {median(ours) / median(local_shell):.2f}x this",
+    )
+    table.add(
+        "1. DangerousLocalSandbox `execute('true')` (bash on this machine)",
+        local_sandbox,
+        f"info: runner is {median(ours) / median(local_sandbox):.2f}x this",
     )
     PEER_ROWS["anchor-exec"] = ours
 

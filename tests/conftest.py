@@ -61,12 +61,14 @@ def image_tags() -> dict[str, str]:
     return {"full": TEST_IMAGE, "minimal": TEST_IMAGE_MINIMAL, "busybox": TEST_IMAGE_BUSYBOX}
 
 
-@pytest.fixture(params=["full", "minimal", "busybox"])
-def image(request: pytest.FixtureRequest, image_tags: dict[str, str], docker_client: Any) -> Any:
-    """(kind, tag) of one test image; skipped (failed under CI) if it is missing."""
+#: The kinds of test image, in the order tests are parametrized.
+IMAGE_KINDS = ("full", "minimal", "busybox")
+
+
+def _present(tag: str, docker_client: Any) -> str:
+    """``tag``, skipped (failed under CI) if that image is missing."""
     import docker.errors
 
-    tag = image_tags[request.param]
     try:
         docker_client.images.get(tag)
     except docker.errors.ImageNotFound:
@@ -74,7 +76,13 @@ def image(request: pytest.FixtureRequest, image_tags: dict[str, str], docker_cli
         if os.environ.get("CI"):
             pytest.fail(problem)
         pytest.skip(problem)
-    return request.param, tag
+    return tag
+
+
+@pytest.fixture(params=IMAGE_KINDS)
+def image(request: pytest.FixtureRequest, image_tags: dict[str, str], docker_client: Any) -> Any:
+    """(kind, tag) of one test image; skipped (failed under CI) if it is missing."""
+    return request.param, _present(image_tags[request.param], docker_client)
 
 
 @pytest.fixture
@@ -119,18 +127,21 @@ def docker_client() -> Any:
 class Backend:
     """Builds environments of one backend and reports what they left behind."""
 
-    def __init__(self, name: str, tmp_path: Path, docker_client: Any = None) -> None:
+    def __init__(
+        self, name: str, tmp_path: Path, docker_client: Any = None, image: str = TEST_IMAGE
+    ) -> None:
         self.name = name
         self.temp_dir = tmp_path / "sandboxes"
         self.temp_dir.mkdir()
         self.docker_client = docker_client
+        self.image = image  # Docker's: the image environments default to
 
     def environment(self, **options: Any) -> agents.SandboxEnvironment:
         if self.name == "local":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DangerousLocalWarning)
                 return agents.DangerousLocalSandbox(temp_dir=self.temp_dir, **options)
-        options.setdefault("image", TEST_IMAGE)
+        options.setdefault("image", self.image)
         return LocalDockerSandbox(**options)
 
     def leftovers(self) -> list[str]:
@@ -167,6 +178,34 @@ def docker_backend(tmp_path: Path, docker_client: Any) -> Any:
     backend = Backend("docker", tmp_path, docker_client)
     yield backend
     assert backend.leftovers() == [], "the docker backend left containers behind"
+
+
+def _backend_on(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A ``Backend`` for a param of ``local`` or ``docker:KIND`` (an image kind)."""
+    if request.param == "local":
+        return Backend("local", tmp_path)
+    client = request.getfixturevalue("docker_client")
+    tag = request.getfixturevalue("image_tags")[request.param.partition(":")[2]]
+    return Backend("docker", tmp_path, client, image=_present(tag, client))
+
+
+@pytest.fixture(
+    params=["local", *(pytest.param(f"docker:{k}", marks=pytest.mark.docker) for k in IMAGE_KINDS)]
+)
+def backend_on_every_image(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """``backend``, with Docker on each test image (issue 13: the lifecycle
+    tests run on all three)."""
+    backend = _backend_on(request, tmp_path)
+    yield backend
+    assert backend.leftovers() == [], f"the {request.param} backend left sandboxes behind"
+
+
+@pytest.fixture(params=[f"docker:{k}" for k in IMAGE_KINDS])
+def docker_on_every_image(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """``docker_backend`` on each test image (the channel tests run on all three)."""
+    backend = _backend_on(request, tmp_path)
+    yield backend
+    assert backend.leftovers() == [], f"the {request.param} backend left containers behind"
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
-"""The Docker sandbox's persistent exec channel: one helper process per container."""
+"""The Docker sandbox's persistent exec channel: one helper process per container.
+
+Most tests run on the three test images (``docker_on_every_image``: full,
+python3-minimal, busybox): the Python helper serves the first two, the shell
+helper the third."""
 
 from __future__ import annotations
 
@@ -14,19 +18,31 @@ import runner as agents
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
 
-async def test_commands_run_under_the_helper(docker_backend) -> None:
-    env = docker_backend.environment()
+async def test_commands_run_under_the_helper(docker_on_every_image) -> None:
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
-        assert session.sandbox.channel is not None
-        assert session.sandbox.channel.sealed  # out of the commands' reach
-        result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
-    assert result.stdout.startswith("python3 -u -c")
+        channel = session.sandbox.channel
+        assert channel is not None
+        result = await session.sandbox.execute(
+            "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; grep ^Uid /proc/$PPID/status; id -u"
+        )
+    lines = result.stdout.splitlines()  # the helper's source spans lines
+    started_by, uid, own_uid = lines[0], lines[-2], lines[-1]
+    # Out of the commands' reach: the helper (or what starts them) is root,
+    # or has the commands' uid and is sealed (not dumpable).
+    if channel.kind == "python":
+        assert channel.sealed
+        assert started_by.startswith("python3 -u -c")
+    else:  # a shell cannot seal itself: it stays root, and commands do not
+        assert started_by.startswith("sh -c # The exec helper for images without")
+        assert uid.split() == ["Uid:", "0", "0", "0", "0"]
+    assert own_uid == "1000"
 
 
 async def test_concurrent_commands_on_one_sandbox_do_not_wait_for_each_other(
-    docker_backend,
+    docker_on_every_image,
 ) -> None:
-    env = docker_backend.environment()
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         results: dict[str, agents.SandboxExecutionResult] = {}
@@ -44,8 +60,8 @@ async def test_concurrent_commands_on_one_sandbox_do_not_wait_for_each_other(
     assert (results["waiter"].exit_code, results["waiter"].stdout) == (0, "released\n")
 
 
-async def test_huge_output_is_capped_and_the_cap_reported(docker_backend) -> None:
-    env = docker_backend.environment(output_cap_bytes=1 << 20)
+async def test_huge_output_is_capped_and_the_cap_reported(docker_on_every_image) -> None:
+    env = docker_on_every_image.environment(output_cap_bytes=1 << 20)
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         result = await session.sandbox.execute(
             "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo END"
@@ -105,16 +121,26 @@ async def test_without_python3_the_shell_helper_serves_commands(
     assert "neither setpriv nor nsenter" in fallback[0]["reason"]
 
 
-async def test_a_dead_helper_is_reported_and_later_commands_still_run(docker_backend) -> None:
+async def test_a_dead_helper_is_reported_and_later_commands_still_run(
+    docker_on_every_image, monkeypatch
+) -> None:
     """Only root can kill the helper (a ``user: root`` sandbox's commands, or
-    the setup script); whatever kills it, the sandbox carries on."""
+    the setup script); whatever kills it, the sandbox carries on.
+
+    The Python helper is the command's parent: its stream ends at once.  The
+    shell helper runs each request in a subshell of its own: killed, it
+    never answers, and the request is declared lost once its timeout and
+    the grace for an answer have passed (the grace is cut here to 2 s)."""
+    from runner.sandboxes import _docker_sandbox
+
+    monkeypatch.setattr(_docker_sandbox, "ANSWER_GRACE_SECONDS", 2.0)
     events: list[dict] = []
-    env = docker_backend.environment(user="root")
+    env = docker_on_every_image.environment(user="root")
     with agents.listen(events.append):
         async with await agents.Agent(model="m", environment=env).start_session() as session:
             box = session.sandbox
             with anyio.fail_after(30):
-                lost = await box.execute("kill -9 $PPID; sleep 5")
+                lost = await box.execute("kill -9 $PPID; sleep 5", timeout_seconds=3)
             assert lost.exit_code == 255
             assert "exec channel was lost during this command" in lost.stderr
             assert box.channel is None
@@ -125,8 +151,8 @@ async def test_a_dead_helper_is_reported_and_later_commands_still_run(docker_bac
     assert [e["event"] for e in events].count("exec_channel_lost") == 1
 
 
-async def test_the_channel_can_be_turned_off(docker_backend) -> None:
-    env = docker_backend.environment(exec_channel=False)
+async def test_the_channel_can_be_turned_off(docker_on_every_image) -> None:
+    env = docker_on_every_image.environment(exec_channel=False)
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         assert session.sandbox.channel is None
         result = await session.sandbox.execute("tr '\\0' ' ' < /proc/$PPID/cmdline")
@@ -134,12 +160,12 @@ async def test_the_channel_can_be_turned_off(docker_backend) -> None:
 
 
 async def test_a_warm_pool_hands_each_container_to_one_session(
-    docker_backend, docker_client
+    docker_on_every_image, docker_client
 ) -> None:
-    env = docker_backend.environment(pool_size=2)
+    env = docker_on_every_image.environment(pool_size=2)
     try:
         assert await env.wait_pool_ready(timeout=60)
-        pooled = set(docker_backend.leftovers())
+        pooled = set(docker_on_every_image.leftovers())
         assert len(pooled) == 2
         agent = agents.Agent(model="m", environment=env)
         used = []
@@ -151,12 +177,14 @@ async def test_a_warm_pool_hands_each_container_to_one_session(
             assert docker_client.containers.list(all=True, filters={"id": used[-1]}) == []
         assert len(set(used)) == 3
         assert set(used[:1]) <= pooled  # the first session took a waiting container
-        labels = docker_client.api.inspect_container(sorted(set(docker_backend.leftovers()))[0])
+        labels = docker_client.api.inspect_container(
+            sorted(set(docker_on_every_image.leftovers()))[0]
+        )
         assert labels["Config"]["Labels"]["sandbox-runner"] == "1"
         assert labels["HostConfig"]["NetworkMode"] == "none"
     finally:
         env.close_pool()
-    assert docker_backend.leftovers() == []
+    assert docker_on_every_image.leftovers() == []
 
 
 def test_yaml_pool_maps_to_pool_size(tmp_path) -> None:
@@ -167,9 +195,9 @@ def test_yaml_pool_maps_to_pool_size(tmp_path) -> None:
     assert agents.load(path).environment.pool_size == 3
 
 
-async def test_big_files_round_trip_exactly(docker_backend) -> None:
+async def test_big_files_round_trip_exactly(docker_on_every_image) -> None:
     payload = os.urandom(10 << 20)  # above the channel's file limit: tar archives
-    env = docker_backend.environment()
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         await session.sandbox.write_file("big/blob.bin", payload)
         assert await session.sandbox.read_file("big/blob.bin") == payload
@@ -177,27 +205,38 @@ async def test_big_files_round_trip_exactly(docker_backend) -> None:
     assert size.stdout.strip() == str(len(payload))
 
 
-async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(docker_backend) -> None:
-    env = docker_backend.environment()
+async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(
+    docker_on_every_image,
+) -> None:
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
+        kind = session.sandbox.channel.kind
         with anyio.fail_after(20):
             result = await session.sandbox.execute("setsid sleep 60 & echo hi", timeout_seconds=2)
-        assert result.stdout == "hi\n"
         assert result.timed_out  # it held our pipes past the timeout
+        if kind == "python":
+            assert result.stdout == "hi\n"  # what had arrived
+        else:
+            # Known gap (README, "Images"): the shell helper's dd holds up to
+            # 64 KiB of output until its block is full, and that is lost
+            # when the reader is killed because a process that left the
+            # command's group still holds the pipe.
+            assert result.stdout == ""
         with anyio.fail_after(20), pytest.raises(OSError, match="not a regular file"):
             await session.sandbox.execute("mkfifo pipe")
             await session.sandbox.read_file("pipe")
 
 
-async def test_a_cancelled_command_leaves_the_channel_whole(docker_backend) -> None:
-    """Commands are awaited on the event loop (``request_async``): a cancelled
-    wait must not end the channel when its answer comes later (an answer to a
-    request nobody waits for would otherwise look forged)."""
-    env = docker_backend.environment()
+async def test_a_cancelled_command_leaves_the_channel_whole(docker_on_every_image) -> None:
+    """Commands are awaited on the event loop (``request_async``; the shell
+    helper's in a worker thread): a cancelled wait must not end the channel
+    when its answer comes later (an answer to a request nobody waits for
+    would otherwise look forged)."""
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         channel = box.channel
-        assert channel is not None and channel.kind == "python"
+        assert channel is not None  # awaited in a worker thread for the shell helper
         with anyio.move_on_after(0.2) as scope:
             await box.execute("sleep 0.6; echo late > late.txt")
         assert scope.cancelled_caught
@@ -210,10 +249,10 @@ async def test_a_cancelled_command_leaves_the_channel_whole(docker_backend) -> N
         assert channel._pending == {}  # the abandoned request is forgotten
 
 
-async def test_a_command_runs_while_a_large_file_is_being_written(docker_backend) -> None:
+async def test_a_command_runs_while_a_large_file_is_being_written(docker_on_every_image) -> None:
     """A command sent while another request holds the helper's stream (a 64 MB
     upload) waits its turn in a worker thread, and both arrive whole."""
-    env = docker_backend.environment()
+    env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         box = session.sandbox
         data = os.urandom(1 << 20) * 64

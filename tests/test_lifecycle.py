@@ -1,4 +1,5 @@
-"""The lifecycle rules of DESIGN section 4, on the local sandbox and on Docker."""
+"""The lifecycle rules of DESIGN section 4, on the local sandbox and on Docker
+(each of the three test images: full, python3-minimal and busybox)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ import pytest
 import runner as agents
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def backend(backend_on_every_image):
+    """Here, Docker runs on every test image (issue 13)."""
+    return backend_on_every_image
 
 
 class Recorder(agents.SandboxHook):
