@@ -23,6 +23,7 @@ from conftest import TEST_IMAGE
 from docker import errors as docker_errors
 
 import runner as agents
+from runner.sandboxes import docker as docker_module
 from runner.sandboxes._docker_engine import (
     LABEL,
     LABEL_DURABLE,
@@ -341,8 +342,20 @@ async def test_a_start_cancelled_during_setup_leaves_no_container(
 
 
 async def test_the_first_session_of_an_environment_sweeps_garbage(
-    docker_backend, docker_client
+    docker_backend, docker_client, monkeypatch
 ) -> None:
+    """Its own sweep, seen through a spy around the real ``collect_garbage``:
+    the container being gone is not proof enough, since any other runner's
+    first session (another mutant, when ``scripts/mutate`` runs two at once)
+    sweeps the same garbage."""
+    sweeps: list[list[str]] = []
+
+    def spy(client: Any) -> list[str]:
+        sweeps.append(real(client))
+        return sweeps[-1]
+
+    real = docker_module.collect_garbage
+    monkeypatch.setattr(docker_module, "collect_garbage", spy)
     garbage = docker_client.containers.create(
         TEST_IMAGE,
         command=["true"],
@@ -355,9 +368,14 @@ async def test_the_first_session_of_an_environment_sweeps_garbage(
     )
     try:
         env = docker_backend.environment()
-        async with await agents.Agent(model="m", environment=env).start_session():
+        agent = agents.Agent(model="m", environment=env)
+        async with await agent.start_session():
             remaining = {c.id for c in docker_client.containers.list(all=True)}
         assert garbage.id not in remaining
+        assert len(sweeps) == 1, "the first session did not sweep"
+        async with await agent.start_session():
+            pass
+        assert len(sweeps) == 1, "a later session of the same environment swept again"
     finally:
         with contextlib.suppress(docker_errors.NotFound):
             garbage.remove(force=True)
