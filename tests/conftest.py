@@ -65,6 +65,34 @@ def image_tags() -> dict[str, str]:
 IMAGE_KINDS = ("full", "minimal", "busybox")
 
 
+def lifecycle_until_it_dies(
+    docker_client: Any, container_id: str, *, since: int, seconds: float
+) -> list[str]:
+    """The container's events from ``since`` (a Unix time) until it dies or
+    ``seconds`` after ``since``: "create", "start", "kill", "die", ... (an
+    exec's events without their command).  For a test that waits for a
+    container to end by itself: an expired container is garbage, and another
+    test process's first session (``pytest -n``, or ``scripts/mutate``
+    running two mutants) may remove it before an ``inspect`` could see it
+    stopped; the engine's events still tell.  Its own end is a ``die`` with
+    no ``kill`` sent through the engine before it."""
+    actions: list[str] = []
+    events = docker_client.events(
+        since=since,
+        until=int(since + seconds),
+        filters={"type": "container", "container": container_id},
+        decode=True,
+    )
+    try:
+        for event in events:
+            actions.append(event["Action"].partition(":")[0])  # "exec_create: <command>"
+            if actions[-1] == "die":
+                break
+    finally:
+        events.close()
+    return actions
+
+
 def _present(tag: str, docker_client: Any) -> str:
     """``tag``, skipped (failed under CI) if that image is missing."""
     import docker.errors

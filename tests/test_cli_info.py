@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 
+from runner.sandboxes._docker_engine import LABEL_OWNER_PID
+
 SECRET_VALUE = "tok-5f1e9a-never-print-me"
 FILE_SECRET_VALUE = "-----BEGIN deploy key 7c3d-----"
 
@@ -71,15 +73,23 @@ INPUTS_AND_SECRETS = """\
 
 
 def info(file: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``runner info FILE`` with exactly the controlled variables given in ``env``."""
+    """``runner info FILE`` with exactly the controlled variables given in ``env``.
+    The result's ``args`` ends with the process id (for its containers' label)."""
     base = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
-    return subprocess.run(
-        [*RUNNER_CLI, "info", str(file)],
-        capture_output=True,
+    args = [*RUNNER_CLI, "info", str(file)]
+    with subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env={**base, **env},
-        timeout=120,
-    )
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return subprocess.CompletedProcess([*args, process.pid], process.returncode, stdout, stderr)
 
 
 def write(folder: Path, text: str, name: str = "agent.yaml") -> Path:
@@ -263,14 +273,16 @@ def test_the_exec_channel_each_image_gets_is_named(tmp_path, docker_client, imag
     """Found by starting the helper in a throwaway container, which is gone after."""
     kind, tag = image
     path = docker_file(tmp_path, tag)
-    before = docker_client.containers.list(all=True, filters={"label": "sandbox-runner"})
     result = info(path, MISTRAL_API_KEY="k")
-    after = docker_client.containers.list(all=True, filters={"label": "sandbox-runner"})
     assert result.returncode == 0, result.stderr
     channel = [line for line in result.stdout.splitlines() if "exec channel:" in line]
     expected = "the shell helper" if kind == "busybox" else "the Python helper"
     assert len(channel) == 1 and channel[0].startswith(f"    exec channel: {expected} ("), channel
-    assert {c.id for c in after} == {c.id for c in before}
+    # Its own containers (labelled with its pid): other test processes may
+    # run containers meanwhile (pytest -n).
+    pid = result.args[-1]
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"})
+    assert left == []
 
 
 @pytest.mark.docker

@@ -9,7 +9,7 @@ import time
 
 import anyio
 import pytest
-from conftest import TEST_IMAGE
+from conftest import TEST_IMAGE, lifecycle_until_it_dies
 
 import runner as agents
 from runner.sandboxes.docker import (
@@ -229,18 +229,17 @@ async def test_concurrent_sessions_each_get_their_own_container(docker_backend) 
 
 
 async def test_the_container_stops_by_itself_at_its_ttl(docker_backend, docker_client) -> None:
+    since = int(time.time()) - 1
     env = docker_backend.environment(ttl_seconds=2)
     session = await agents.Agent(model="m", environment=env).start_session()
-    container_id = session.sandbox.container_id
     try:
-        for _ in range(40):
-            await anyio.sleep(0.25)
-            state = docker_client.api.inspect_container(container_id)["State"]
-            if not state["Running"]:
-                break
-        assert state["Running"] is False
+        actions = lifecycle_until_it_dies(
+            docker_client, session.sandbox.container_id, since=since, seconds=20
+        )
     finally:
         await session.cancel()
+    assert "die" in actions, f"still running 20 s after a 2 s TTL: {actions}"
+    assert "kill" not in actions, f"it was killed, not stopped by itself: {actions}"
 
 
 def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import TEST_IMAGE
+from conftest import TEST_IMAGE, lifecycle_until_it_dies
 
 import runner as agents
 
@@ -135,17 +135,17 @@ async def test_the_container_still_ends_at_its_ttl(docker_backend, docker_client
     """The review's reproducer: SIGSTOP the ``sleep <ttl>`` main process, and
     the container outlived its TTL.  As the sandbox user the signal fails."""
     _kind, tag = image
+    since = int(time.time()) - 1
     session = await session_on(docker_backend, tag, ttl_seconds=6)
     try:
         await session.sandbox.execute(STOP_EVERYTHING)
-        container = docker_client.containers.get(session.sandbox.container_id)
-        deadline = time.monotonic() + 30
-        while container.status == "running" and time.monotonic() < deadline:
-            await anyio.sleep(0.5)
-            container.reload()
-        assert container.status == "exited"
+        actions = lifecycle_until_it_dies(
+            docker_client, session.sandbox.container_id, since=since, seconds=36
+        )
     finally:
         await session.close()
+    assert "die" in actions, f"still running 30 s after its 6 s TTL: {actions}"
+    assert "kill" not in actions, f"it was killed, not ended by its clock: {actions}"
 
 
 async def test_files_move_with_the_sandbox_users_rights(docker_backend, image, tmp_path) -> None:
