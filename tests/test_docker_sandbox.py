@@ -13,6 +13,7 @@ from conftest import TEST_IMAGE, lifecycle_until_it_dies
 
 import runner as agents
 from runner.sandboxes.docker import (
+    EXPIRY_GRACE_SECONDS,
     LABEL_EXPIRES,
     LABEL_OWNER_PID,
     LABEL_SESSION,
@@ -263,6 +264,40 @@ def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:
         remaining = {c.id for c in docker_client.containers.list(all=True)}
         assert created["alive"].id in remaining
         assert created["expired"].id not in remaining
+    finally:
+        for container in created.values():
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+
+
+def test_gc_leaves_a_running_container_to_its_own_clock_for_a_grace(docker_client) -> None:
+    """A sweep of another runner process must not race a container's clock:
+    one that still runs just past its expiry is left to stop by itself (the
+    TTL tests saw the race as a ``kill`` under ``pytest -n 2``)."""
+    base = {
+        "sandbox-runner": "1",
+        "sandbox-runner.owner-host": socket.gethostname(),
+        LABEL_OWNER_PID: str(os.getpid()),
+    }
+    just_expired = {**base, LABEL_EXPIRES: str(int(time.time()) - 2)}
+    long_expired = {**base, LABEL_EXPIRES: str(int(time.time() - EXPIRY_GRACE_SECONDS) - 2)}
+    created = {
+        "running, just expired": docker_client.containers.run(
+            TEST_IMAGE, command=["sleep", "60"], labels=just_expired, detach=True
+        ),
+        "running, past the grace": docker_client.containers.run(
+            TEST_IMAGE, command=["sleep", "60"], labels=long_expired, detach=True
+        ),
+        "stopped, just expired": docker_client.containers.create(
+            TEST_IMAGE, command=["true"], labels=just_expired
+        ),
+    }
+    try:
+        removed = set(collect_garbage(docker_client))
+        assert {name for name, c in created.items() if c.id in removed} == {
+            "running, past the grace",
+            "stopped, just expired",
+        }
     finally:
         for container in created.values():
             with contextlib.suppress(Exception):

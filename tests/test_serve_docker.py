@@ -106,6 +106,11 @@ def exists(docker_client: Any, container_id: str) -> bool:
     return True
 
 
+def running(container: Any) -> bool:
+    container.reload()
+    return container.status == "running"
+
+
 def in_container(container: Any, command: str) -> str:
     exit_code, output = container.exec_run(["sh", "-c", command], workdir="/workspace")
     assert exit_code == 0, output
@@ -252,8 +257,9 @@ def test_runner_gc_keeps_a_durable_container_of_a_dead_server_until_it_expires(
     container.reload()
     assert container.status == "running"
 
-    # The TTL still bounds it: once its expiry passes, gc removes it.
+    # The TTL still bounds it: its clock stops it at its expiry, and gc then removes it.
     wait_for(lambda: time.time() >= expires_at, what="the expiry", timeout=60)
+    wait_for(lambda: not running(container), what="the container's own clock", timeout=30)
     assert container.id[:12] in runner_gc()
     assert not exists(docker_client, container.id)
 

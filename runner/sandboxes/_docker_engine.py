@@ -49,6 +49,14 @@ LABEL_DURABLE = "sandbox-runner.durable"
 
 _POOL_SIZE = 10  # docker-py's default connection pool per client
 
+#: How long past its expiry a container that is still running is left to its
+#: own clock before :func:`collect_garbage` removes it.  The clock (``sleep``,
+#: started after the label was written) ends up to a second or two after the
+#: label's time; without this grace a sweep of another runner process would
+#: race it and kill a container that was about to stop by itself.  A
+#: container whose clock was stopped (``user="root"``) is removed after it.
+EXPIRY_GRACE_SECONDS = 30.0
+
 
 START_DOCKER_HINT = (
     "start the engine (for example 'sudo dockerd --bridge=none --iptables=false &' or "
@@ -231,11 +239,17 @@ def is_expired(labels: Mapping[str, str], *, at: float | None = None) -> bool:
     return expires_at <= (time.time() if at is None else at)
 
 
-def is_garbage(labels: Mapping[str, str], *, at: float | None = None) -> bool:
+def is_garbage(
+    labels: Mapping[str, str], *, at: float | None = None, running: bool = False
+) -> bool:
     """True for a runner container that expired, or whose owner process is gone
     and which is not durable (``LABEL_DURABLE``: a ``runner serve`` session's,
-    owned by the server's database, kept for a restarted server until it expires)."""
-    if is_expired(labels, at=at):
+    owned by the server's database, kept for a restarted server until it expires).
+
+    A ``running`` container counts as expired only ``EXPIRY_GRACE_SECONDS``
+    after its label's time: until then its own clock is due to stop it."""
+    now = time.time() if at is None else at
+    if is_expired(labels, at=now - EXPIRY_GRACE_SECONDS if running else now):
         return True
     return not labels.get(LABEL_DURABLE) and owner_is_gone(labels)
 
@@ -249,14 +263,15 @@ def collect_garbage(client: docker.DockerClient) -> list[str]:
     even when the server that made them is dead, so that it can re-attach
     them when it starts again; their expiry label (the session's
     ``ttl_seconds``, one day by default) still bounds them: once it passes
-    they are removed like any other.
+    they are removed like any other.  An expired container that still runs
+    is given ``EXPIRY_GRACE_SECONDS`` for its own clock to stop it first.
     """
     from docker.errors import APIError, NotFound
 
     removed = []
     for summary in client.api.containers(all=True, filters={"label": LABEL}):
         labels = summary.get("Labels") or {}
-        if is_garbage(labels):
+        if is_garbage(labels, running=summary.get("State") == "running"):
             try:
                 client.api.remove_container(summary["Id"], force=True, v=True)
             except NotFound:

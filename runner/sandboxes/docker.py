@@ -54,6 +54,7 @@ from .._errors import SandboxUnavailableError
 from .._network import Network
 from ._docker_engine import (
     DEFAULT_IMAGE,
+    EXPIRY_GRACE_SECONDS,
     IMAGE_VARIABLE,
     LABEL,
     LABEL_DURABLE,
@@ -641,6 +642,7 @@ def _discard_pooled(sandbox: DockerSandbox) -> None:
 
 
 __all__ = [
+    "EXPIRY_GRACE_SECONDS",
     "HOST_GRACE_SECONDS",
     "LABEL_DURABLE",
     "DockerSandbox",
