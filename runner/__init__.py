@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import pattern
     from ._agent import Agent
+    from ._cache import SnapshotError, SnapshotWarning
     from ._chat_completions import ChatCompletionsModel, MissingCredentialsError, ModelError
     from ._dependencies import Depends
     from ._errors import (
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 # `runner --help` pays only for what it prints (PEP 562 module __getattr__).
 _LAZY = {
     "Agent": "._agent",
+    "SnapshotError": "._cache",
+    "SnapshotWarning": "._cache",
     "ChatCompletionsModel": "._chat_completions",
     "MissingCredentialsError": "._chat_completions",
     "ModelError": "._chat_completions",
@@ -140,6 +143,8 @@ __all__ = [
     "SessionInput",
     "SessionInputError",
     "SessionTerminatedError",
+    "SnapshotError",
+    "SnapshotWarning",
     "ToolCall",
     "ToolCallRecord",
     "TurnResult",

@@ -44,6 +44,11 @@ class SnapshotError(SdkError):
     """A hook asked to be cached but its definition cannot be read for a key."""
 
 
+class SnapshotWarning(UserWarning):
+    """Hooks asked to be cached on a backend that cannot snapshot: their
+    ``on_create`` runs in every session (YAML refuses this at validation)."""
+
+
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("runner_snapshots", default=True)
 
 

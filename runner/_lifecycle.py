@@ -31,13 +31,14 @@ import contextlib
 import contextvars
 import logging
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 
-from ._cache import SnapshotError, cached_prefix, snapshots_enabled
+from ._cache import SnapshotError, SnapshotWarning, cached_prefix, snapshots_enabled
 from ._dependencies import Dependency, method_dependencies
 from ._events import emit
 from ._hooks import SandboxCallbackContext, SandboxHook
@@ -102,6 +103,15 @@ def plan_hooks(environment: SandboxEnvironment) -> LifecyclePlan:
                     f"hook {hook_plan.name} is cached but its on_create reads the secret input "
                     f"{dependency.input_id!r}: secrets must never be part of a snapshot"
                 )
+    if cached and not environment.can_snapshot:
+        names = ", ".join(p.name for p in plans[: len(cached)])
+        warnings.warn(
+            SnapshotWarning(
+                f"hook {names} is cached (cache = True), but the {environment.backend} "
+                "sandbox cannot snapshot a workspace: its on_create runs in every session"
+            ),
+            stacklevel=3,
+        )
     return LifecyclePlan(tuple(plans), cached)
 
 

@@ -785,7 +785,7 @@ def serve(
 @main.command()
 def gc() -> None:
     """Remove sandbox containers that expired or whose runner process is gone,
-    and snapshots older than 7 days or beyond the 20 newest.  Containers of
+    and snapshots older than 7 days, beyond the 20 newest, or beyond 20 GiB.  Containers of
     `runner serve` sessions (durable) outlive their server, to be re-attached
     when it restarts: they are removed once they expire."""
     from ._errors import SandboxUnavailableError

@@ -286,6 +286,33 @@ def test_the_exec_channel_each_image_gets_is_named(tmp_path, docker_client, imag
 
 
 @pytest.mark.docker
+def test_an_image_where_neither_helper_can_start_is_named_per_command(
+    tmp_path, docker_client
+) -> None:
+    """No python3, and neither setpriv nor nsenter to become the sandbox user:
+    ``runner info`` says commands go one docker exec each, and why."""
+    tag = f"sandbox-runner-test:no-helper-{os.getpid()}"
+    container = docker_client.containers.run(
+        TEST_IMAGE,
+        ["sh", "-c", "rm -f /usr/bin/python3* /usr/bin/setpriv /usr/bin/nsenter"],
+        detach=True,
+    )
+    try:
+        assert container.wait()["StatusCode"] == 0
+        container.commit(*tag.split(":"))
+    finally:
+        container.remove(force=True)
+    try:
+        result = info(docker_file(tmp_path, tag), MISTRAL_API_KEY="k")
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert result.returncode == 0, result.stderr
+    (channel,) = [line for line in result.stdout.splitlines() if "exec channel:" in line]
+    assert channel.startswith("    exec channel: one docker exec per command ("), channel
+    assert "neither setpriv nor nsenter" in channel
+
+
+@pytest.mark.docker
 def test_a_docker_file_whose_image_is_missing_says_the_run_will_pull_it(
     tmp_path, docker_client
 ) -> None:

@@ -6,7 +6,9 @@ helper the third."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tracemalloc
 from typing import Any
 
 import anyio
@@ -196,13 +198,47 @@ def test_yaml_pool_maps_to_pool_size(tmp_path) -> None:
 
 
 async def test_big_files_round_trip_exactly(docker_on_every_image) -> None:
-    payload = os.urandom(10 << 20)  # above the channel's file limit: tar archives
+    payload = os.urandom(10 << 20)
     env = docker_on_every_image.environment()
     async with await agents.Agent(model="m", environment=env).start_session() as session:
         await session.sandbox.write_file("big/blob.bin", payload)
         assert await session.sandbox.read_file("big/blob.bin") == payload
         size = await session.sandbox.execute("stat -c %s big/blob.bin")
     assert size.stdout.strip() == str(len(payload))
+
+
+@pytest.mark.parametrize("channel", [True, False], ids=["channel", "per-command"])
+async def test_reading_a_big_file_holds_it_once_and_saving_it_holds_a_piece(
+    docker_backend, channel, tmp_path
+) -> None:
+    """Peak memory, traced (tracemalloc sees every bytes object of every
+    thread): ``read_file`` of 48 MiB holds the file once, not its pieces and
+    their join; ``save_file`` holds about one 16 MiB piece, not the file."""
+    size = 48 << 20
+    env = docker_backend.environment(exec_channel=channel)
+    async with await agents.Agent(model="m", environment=env).start_session() as session:
+        box = session.sandbox
+        made = await box.execute(f"head -c {size} /dev/urandom > big.bin")
+        assert made.exit_code == 0, made.stderr
+        await box.read_file("big.bin")  # warm: the first read starts what later ones reuse
+        tracemalloc.start()
+        try:
+            baseline = tracemalloc.get_traced_memory()[0]
+            data = await box.read_file("big.bin")
+            read_peak = tracemalloc.get_traced_memory()[1] - baseline
+            digest = hashlib.sha256(data).hexdigest()
+            del data
+            tracemalloc.reset_peak()
+            baseline = tracemalloc.get_traced_memory()[0]
+            saved = await box.save_file("big.bin", tmp_path / "big.bin")
+            save_peak = tracemalloc.get_traced_memory()[1] - baseline
+        finally:
+            tracemalloc.stop()
+        remote = (await box.execute("sha256sum big.bin")).stdout.split()[0]
+    assert digest == remote and saved == size
+    assert hashlib.sha256((tmp_path / "big.bin").read_bytes()).hexdigest() == remote
+    assert read_peak <= 1.1 * size, f"read_file peaked at {read_peak / size:.2f}x the file"
+    assert save_peak <= 0.6 * size, f"save_file peaked at {save_peak / size:.2f}x the file"
 
 
 async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(
@@ -217,7 +253,7 @@ async def test_a_process_that_keeps_the_pipes_open_cannot_hang_a_command(
         if kind == "python":
             assert result.stdout == "hi\n"  # what had arrived
         else:
-            # Known gap (README, "Images"): the shell helper's dd holds up to
+            # Known gap (README, "Status"): the shell helper's dd holds up to
             # 64 KiB of output until its block is full, and that is lost
             # when the reader is killed because a process that left the
             # command's group still holds the pipe.

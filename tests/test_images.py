@@ -143,7 +143,7 @@ async def test_a_timeout_on_every_image(docker_backend, image, path) -> None:
     else:
         # Per command on busybox (only images where neither helper can
         # start): busybox's timeout signals the command's own process, not
-        # its group, so the background child keeps running (README, "Images").
+        # its group, so the background child keeps running (README, "Status").
         assert children.stdout.strip() == "1"
 
 

@@ -36,6 +36,12 @@ from runner.sandboxes.docker import (
     LABEL_SESSION,
     LocalDockerSandbox,
 )
+from runner.sandboxes.local import DangerousLocalWarning
+
+#: One test process runs them all (``pytest -n`` with ``--dist loadgroup``,
+#: as scripts/test runs it): gc tests remove snapshots by age, count and
+#: size across the engine, and would take another process's from under it.
+pytestmark = pytest.mark.xdist_group("snapshots")
 
 
 @pytest.fixture
@@ -203,11 +209,177 @@ def test_cache_key_method_wins_and_none_turns_caching_off() -> None:
     assert cached_prefix([Keyed(None)]) == []
 
 
-def test_tmpfs_workspace_with_a_cached_hook_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="workspace_size.*tmpfs"):
-        LocalDockerSandbox(hooks=[SeedHook(str(tmp_path))], workspace_size="64m")
-    with pytest.raises(ValueError, match="read_only_root.*tmpfs"):
-        LocalDockerSandbox(hooks=[SeedHook(str(tmp_path))], read_only_root=True)
+class TreeHook(agents.SandboxHook):
+    """Seeds the workspace and HOME with what a plain copy would lose: modes,
+    owners, a symlink, a nested tree; its on_create runs once per key."""
+
+    cache = True
+
+    def __init__(self, counter_dir: str) -> None:
+        self.counter_dir = counter_dir
+
+    async def on_create(self, ctx: agents.SandboxCallbackContext) -> None:
+        path = Path(self.counter_dir) / "on_create"
+        path.write_text(str(int(path.read_text()) + 1 if path.exists() else 1))
+        result = await ctx.sandbox.execute(
+            "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' > seed.txt && "
+            "mkdir -p deep/er && printf run > deep/er/tool && chmod 750 deep/er/tool && "
+            "ln -s deep/er/tool link && printf '[user]\\n' > \"$HOME/.gitconfig\" && "
+            "printf scratch > /tmp/scratch"
+        )
+        assert result.exit_code == 0, result.stderr
+
+
+TREE = "stat -c '%n %a %u' seed.txt deep/er/tool link && readlink link && cat \"$HOME/.gitconfig\""
+
+
+@pytest.mark.anyio
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "options",
+    [{"workspace_size": "64m"}, {"read_only_root": True}],
+    ids=["workspace_size", "read_only_root"],
+)
+async def test_a_tmpfs_workspace_is_saved_explicitly(
+    docker_backend: Any, docker_client: Any, snapshots: Any, tmp_path: Path, options: dict
+) -> None:
+    """A commit does not hold tmpfs mounts: the workspace (and, with a
+    read-only root, HOME) is archived into the snapshot and unpacked into
+    the next session's fresh tmpfs, files, modes, owners and links alike."""
+    environment = docker_backend.environment(hooks=[TreeHook(str(tmp_path))], **options)
+    listing: list[str] = []
+    for _ in range(2):
+        events: list[dict[str, Any]] = []
+        with listen(events.append):
+            async with await agents.Agent(model="m", environment=environment).start_session() as s:
+                result = await s.sandbox.execute(TREE)
+                assert result.exit_code == 0, result.stderr
+                listing.append(result.stdout + (await s.sandbox.read_file("seed.txt")).decode())
+                scratch = await s.sandbox.execute("cat /tmp/scratch")
+                mounts = await s.sandbox.execute("grep ' /workspace ' /proc/mounts")
+        assert "tmpfs" in mounts.stdout  # the workspace is still a tmpfs
+    assert "snapshot_used" in kinds(events)
+    assert count(tmp_path, "on_create") == 1
+    assert listing[0] == listing[1]
+    assert "deep/er/tool 750 1000" in listing[1] and "[user]" in listing[1]
+    # /tmp: a tmpfs under read_only_root, not saved; else on the container's
+    # disk, which the commit holds.
+    assert (scratch.exit_code == 0) == ("workspace_size" in options), scratch
+    (image,) = snapshots()
+    assert image.id == next(e["image_id"] for e in events if e["event"] == "snapshot_used")
+    assert docker_backend.leftovers() == []
+
+
+@pytest.mark.anyio
+@pytest.mark.docker
+async def test_a_tmpfs_save_that_fails_leaves_no_image_and_the_session_goes_on(
+    docker_backend: Any, docker_client: Any, snapshots: Any, tmp_path: Path, caplog: Any
+) -> None:
+    """An image without ``tar``: the archive cannot be made, the snapshot is
+    not saved (a warning), and neither the filesystem's commit nor the
+    container that adds the archive is left behind."""
+    tag = f"sandbox-runner-test:no-tar-{os.getpid()}"
+    container = docker_client.containers.run(
+        TEST_IMAGE, ["sh", "-c", "rm -f /usr/bin/tar /bin/tar"], detach=True
+    )
+    try:
+        assert container.wait()["StatusCode"] == 0
+        container.commit(*tag.split(":"))
+    finally:
+        container.remove(force=True)
+
+    def unfinished() -> set[str]:
+        """Commits of runner containers (their labels blanked) that are no snapshot."""
+        found = docker_client.images.list(all=True, filters={"label": LABEL_SESSION})
+        return {image.id for image in found if LABEL_SNAPSHOT not in image.labels}
+
+    before = unfinished()
+    try:
+        environment = docker_backend.environment(
+            image=tag, hooks=[TreeHook(str(tmp_path))], workspace_size="64m"
+        )
+        with caplog.at_level("WARNING", logger="runner"):
+            _, _, events = await one_session(environment)
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert "snapshot_saved" not in kinds(events)
+    assert "could not save a snapshot" in caplog.text and "tar of /workspace" in caplog.text
+    assert snapshots() == [] and unfinished() == before
+    assert docker_backend.leftovers() == []
+
+
+@pytest.mark.anyio
+@pytest.mark.docker
+async def test_every_part_of_the_key_counts(docker_backend: Any, tmp_path: Path) -> None:
+    """Image, setup script, user, env, shell and the tmpfs layout each change
+    the key: a snapshot made under other settings would seed the wrong workspace."""
+    hooks = [SeedHook(str(tmp_path))]
+
+    async def key(**options: Any) -> str:
+        environment = docker_backend.environment(hooks=hooks, **options)
+        return await environment.snapshot_key(hooks=cached_prefix(hooks), inputs={})
+
+    other_image = os.environ.get("RUNNER_TEST_IMAGE_BUSYBOX", "sandbox-runner-test-busybox:latest")
+    keys = {
+        "base": await key(),
+        "image": await key(image=other_image),
+        "setup_script": await key(setup_script="true"),
+        "user": await key(user="root"),
+        "env": await key(env={"A": "1"}),
+        "shell": await key(shell="/bin/sh"),
+        "workspace_size": await key(workspace_size="64m"),
+        "read_only_root": await key(read_only_root=True),
+    }
+    assert len(set(keys.values())) == len(keys), keys
+    assert await key() == keys["base"]  # and the same settings give the same key
+
+
+@pytest.mark.docker
+def test_gc_keeps_the_newest_snapshots_within_the_size_limit(
+    docker_client: Any, snapshots: Any
+) -> None:
+    """The size bound: oldest first, those beyond ``max_total_bytes`` of their
+    own go (their own: what each adds to the image it came from)."""
+    source = docker_client.images.get(TEST_IMAGE).id
+    made = []
+    for age, name in ((300, "old"), (200, "middle"), (100, "new")):
+        container = docker_client.containers.create(
+            TEST_IMAGE, command=["sh", "-c", "head -c 3000000 /dev/urandom > /blob"]
+        )
+        try:
+            container.start()
+            assert container.wait()["StatusCode"] == 0
+            labels = {
+                LABEL_SNAPSHOT: f"size-{name}",
+                LABEL_SNAPSHOT_CREATED: str(int(time.time()) - age),
+                LABEL_SNAPSHOT_SOURCE: source,
+            }
+            made.append(
+                container.commit(
+                    repository="sandbox-runner-snapshot",
+                    tag=f"test-size-{name}",
+                    conf={"Labels": labels},
+                )
+            )
+        finally:
+            container.remove(force=True)
+    # Two of them fit in 7 MB (3 MB each, plus a little), three do not.
+    removed = collect_snapshots(docker_client, max_total_bytes=7_000_000)
+    left = {image.id for image in snapshots()}
+    assert removed == [made[0].id]
+    assert left == {made[1].id, made[2].id}
+
+
+def test_a_cached_hook_on_a_backend_that_cannot_snapshot_is_warned_of(tmp_path: Path) -> None:
+    """Python's counterpart of YAML's validation error: the agent is built, the
+    hook is not cached, and the warning says so (at the line that built it)."""
+    with pytest.warns(DangerousLocalWarning):
+        environment = agents.DangerousLocalSandbox(hooks=[SeedHook(str(tmp_path))])
+    with pytest.warns(agents.SnapshotWarning, match="the local sandbox cannot snapshot") as seen:
+        agents.Agent(model="m", environment=environment)
+    (warning,) = [w for w in seen if issubclass(w.category, agents.SnapshotWarning)]
+    assert warning.filename == __file__
+    assert "hook SeedHook is cached" in str(warning.message)
 
 
 # --- YAML ---------------------------------------------------------------------
@@ -375,16 +547,34 @@ def test_a_secret_in_a_cached_yaml_hook_is_a_validation_error(tmp_path: Path) ->
     assert f"{path}:12:" in message and "may not use secrets" in message
 
 
+def test_a_secret_input_in_a_cached_hooks_template_is_a_validation_error(
+    tmp_path: Path,
+) -> None:
+    path = write_yaml(tmp_path)
+    text = path.read_text().replace("    as: seed\n", "    as: seed\n    secret: true\n", 1)
+    path.write_text(text)
+    message = problems_of(path)
+    assert "may not use the secret input 'demo.seed'" in message
+    assert f"{path}:" in message
+
+
+def test_a_tmpfs_workspace_can_be_cached(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path)
+    text = path.read_text().replace("    hooks:\n", "    read_only_root: true\n    hooks:\n", 1)
+    path.write_text(text)
+    agent = compile_document(load_file(str(path))).agent
+    (cached,) = agent.plan.cached
+    assert cached["yaml"]["name"] == "seed"
+    assert agent.environment.saved_tmpfs_dirs() == ["/workspace", "/home/sandbox"]
+
+
 def test_cache_on_a_backend_that_cannot_snapshot_is_a_validation_error(tmp_path: Path) -> None:
     message = problems_of(write_yaml(tmp_path, sandbox="local"))
     assert "cache: true needs sandbox: docker (sandbox: local" in message
 
 
-def test_cache_with_tmpfs_save_or_session_id_is_a_validation_error(tmp_path: Path) -> None:
+def test_cache_with_save_or_session_id_is_a_validation_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path)
-    text = path.read_text().replace("    hooks:\n", "    workspace_size: 64m\n    hooks:\n", 1)
-    path.write_text(text)
-    assert "cannot be used with workspace_size" in problems_of(path)
     text = write_yaml(tmp_path).read_text()
     text = text.replace("printf '%s' {{ seed.tag }}", "echo {{ session.id }}")
     path.write_text(text)

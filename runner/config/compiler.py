@@ -429,13 +429,6 @@ class _Compiler:
                     "workspace)",
                 )
                 continue
-            for option in ("workspace_size", "read_only_root"):
-                if environment.get(option):
-                    self.problem(
-                        where,
-                        f"cache: true cannot be used with {option}: the workspace is then a "
-                        "tmpfs, which a snapshot (docker commit) does not hold",
-                    )
             if not leading:
                 self.problem(
                     where,

@@ -12,7 +12,7 @@ import logging
 import posixpath
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -402,21 +402,21 @@ class DockerSandbox(Sandbox):
             yield piece
 
     async def read_file(self, path: str) -> bytes:
-        """Over the channel, the file goes through a host temporary file, so
-        at its peak only the returned bytes are in memory, not a second copy."""
+        """The file goes through a host temporary file, over the channel or
+        not, so at its peak only the returned bytes are in memory, not the
+        pieces and their join besides."""
         try:
             data = await self._on_channel(partial(self._channel_read_bytes, path=path))
         except ChannelError:
             data = NO_CHANNEL  # reading again is harmless
         if not isinstance(data, _NoChannel):
             return data
-        return await self.client.call(lambda client: b"".join(self._exec_pieces(client, path)))
+        return await self.client.call(
+            lambda client: spooled(lambda add: drain_into(add, self._exec_pieces(client, path)))
+        )
 
     def _channel_read_bytes(self, channel: ExecChannel, *, path: str) -> bytes:
-        with tempfile.TemporaryFile(buffering=0) as spool:
-            self._channel_read(channel, path, partial(write_all, spool))
-            spool.seek(0)
-            return spool.readall()
+        return spooled(lambda add: self._channel_read(channel, path, add))
 
     def _channel_save(self, channel: ExecChannel, *, path: str, target: Path) -> int:
         with SparseWriter(target) as out:
@@ -511,6 +511,20 @@ def _on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def spooled(fill: Callable[[Callable[[bytes], None]], object]) -> bytes:
+    """The bytes ``fill`` hands, piece by piece, to the function it is given:
+    kept in a host temporary file until the end, then read back at once."""
+    with tempfile.TemporaryFile(buffering=0) as spool:
+        fill(partial(write_all, spool))
+        spool.seek(0)
+        return spool.readall()
+
+
+def drain_into(add: Callable[[bytes], None], pieces: Iterable[bytes]) -> None:
+    for piece in pieces:
+        add(piece)
 
 
 def write_all(out: Any, data: bytes) -> None:

@@ -83,7 +83,7 @@ from ._docker_sandbox import (
 )
 from ._exec_channel import HELPERS, ChannelError, ExecChannel
 from ._pool import WarmPool
-from ._snapshots import commit_snapshot, find_snapshot, image_id
+from ._snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
 from .base import (
     Sandbox,
     SandboxEnvironment,
@@ -226,7 +226,6 @@ class LocalDockerSandbox(SandboxEnvironment):
         if not isinstance(read_only_root, bool):
             raise ValueError(f"read_only_root must be a bool, got {read_only_root!r}")
         self.read_only_root = read_only_root
-        self._refuse_tmpfs_cache()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
         #: Claim pooled containers from this environment's pool (``share_pool``).
@@ -359,17 +358,13 @@ class LocalDockerSandbox(SandboxEnvironment):
 
     # --- snapshots (see runner/_cache.py for which hooks are cached) -------------
 
-    def _refuse_tmpfs_cache(self) -> None:
-        """A commit does not hold tmpfs mounts: cached hooks would seed a
-        workspace that the snapshot loses."""
-        from .._cache import cached_prefix
-
-        if (self.workspace_size or self.read_only_root) and cached_prefix(self.hooks):
-            option = "workspace_size" if self.workspace_size else "read_only_root"
-            raise ValueError(
-                f"cached hooks (cache = True) cannot be used with {option}: the workspace is "
-                "then a tmpfs, which a snapshot (docker commit) does not hold"
-            )
+    def saved_tmpfs_dirs(self) -> list[str]:
+        """The tmpfs mounts a snapshot of this environment's sandboxes saves
+        explicitly (a commit does not hold them): the workspace when it is a
+        tmpfs, and HOME too under ``read_only_root``.  ``/tmp`` is not saved."""
+        if self.read_only_root:
+            return [WORKSPACE, SANDBOX_HOME if self.user == "sandbox" else "/root"]
+        return [WORKSPACE] if self.workspace_size else []
 
     async def snapshot_key(self, *, hooks: Sequence[Any], inputs: Mapping[str, Any]) -> str:
         """The key of the snapshot these cached hooks, with these input values, would make."""
@@ -383,6 +378,9 @@ class LocalDockerSandbox(SandboxEnvironment):
                 "user": self.user,
                 "env": self.env,
                 "shell": self.shell,
+                # A snapshot with its workspace in the image cannot seed a
+                # tmpfs workspace, which hides it, nor the other way round.
+                "saved_tmpfs": self.saved_tmpfs_dirs(),
                 "hooks": list(hooks),
                 "inputs": dict(inputs),
             }
@@ -408,7 +406,12 @@ class LocalDockerSandbox(SandboxEnvironment):
         assert isinstance(sandbox, DockerSandbox)
         source = await self.client.call(image_id, self.image)
         with anyio.CancelScope(shield=True):  # an interrupted commit would leave a stray image
-            return await self.client.call(commit_snapshot, sandbox.container_id, key, source)
+            return await self.client.call(
+                partial(commit_snapshot, tmpfs_dirs=self.saved_tmpfs_dirs()),
+                sandbox.container_id,
+                key,
+                source,
+            )
 
     async def _sweep(self) -> None:
         if not self._swept:
@@ -441,6 +444,8 @@ class LocalDockerSandbox(SandboxEnvironment):
                 await sandbox.open_channel(self.exec_channel)
             await sandbox.prepare(detect_shell=self.shell is None)
             if snapshot is not None:
+                if self.saved_tmpfs_dirs():
+                    await self._restore_tmpfs(sandbox)
                 return sandbox
             if self.setup_script:
                 await run_setup_script(
@@ -457,6 +462,15 @@ class LocalDockerSandbox(SandboxEnvironment):
                 await sandbox.delete()
             raise
         return sandbox
+
+    async def _restore_tmpfs(self, sandbox: DockerSandbox) -> None:
+        """Unpack a snapshot's saved tmpfs directories into this sandbox's fresh ones."""
+        result = await sandbox.execute_as_root(RESTORE_COMMAND, timeout_seconds=300)
+        if result.exit_code != 0:
+            raise SandboxUnavailableError(
+                f"could not restore the snapshot's {', '.join(self.saved_tmpfs_dirs())} "
+                f"(exit code {result.exit_code}): {result.stderr.strip()[:300]}"
+            )
 
     async def attach(
         self, container_id: str, *, session_id: str, label_session_id: str | None = None
