@@ -201,6 +201,9 @@ class CachedSeed(agents.SandboxHook):
         await ctx.sandbox.write_file("seed.txt", self.key)
 
 
+@pytest.mark.xdist_group(
+    "snapshots"
+)  # with tests/test_snapshots.py: gc tests there remove snapshots
 async def test_a_session_from_a_snapshot_runs_the_snapshot_image(
     docker_backend, docker_client
 ) -> None:
