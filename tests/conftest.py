@@ -9,6 +9,7 @@ test image fails the Docker tests instead of skipping them.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -138,6 +139,20 @@ def docker_problem() -> str | None:
                 f"Docker or the image {TEST_IMAGE} is not available ({exc}); run scripts/docker-up"
             )
     return _docker_problem
+
+
+@pytest.fixture
+def snapshot_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests that make or remove snapshots run one at a time, across test
+    processes (``pytest -n``): gc tests remove snapshots by age, count and
+    size engine-wide, and the ``snapshots`` fixture counts every new one as
+    its test's.  A lock file in the run's shared temporary root (xdist's
+    ``loadgroup`` would do it, but does not group under pytest 9.2:
+    pytest-xdist issue 1386)."""
+    path = tmp_path_factory.getbasetemp().parent / "snapshots.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture

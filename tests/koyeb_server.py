@@ -686,10 +686,6 @@ def containers_left_by(cloud: FakeCloud, docker_client: Any) -> list[str]:
     return [c.id for c in every if c.id in mine]
 
 
-def leftover_cloud_containers(docker_client: Any) -> list[str]:
-    return [c.id for c in docker_client.containers.list(all=True, filters={"label": FAKE_LABEL})]
-
-
 def point_sdk_at(monkeypatch: Any, cloud: FakeCloud, token: str | None = None) -> None:
     monkeypatch.setenv("KOYEB_API_HOST", cloud.url)
     monkeypatch.setenv("KOYEB_API_TOKEN", cloud.token if token is None else token)

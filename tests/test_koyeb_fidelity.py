@@ -22,7 +22,7 @@ from koyeb_server import (
     DROP,
     Catalogue,
     FakeCloud,
-    leftover_cloud_containers,
+    containers_left_by,
     point_sdk_at,
 )
 
@@ -36,7 +36,7 @@ def cloud(docker_client, monkeypatch):
     with FakeCloud(docker_client, TEST_IMAGE) as fake:
         point_sdk_at(monkeypatch, fake)
         yield fake
-    assert leftover_cloud_containers(docker_client) == []
+    assert containers_left_by(fake, docker_client) == []
 
 
 def sandbox(**options) -> agents.MistralSandbox:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from chat_server import ChatServer, assistant
 from conftest import TEST_IMAGE
-from koyeb_server import FakeCloud, leftover_cloud_containers, point_sdk_at
+from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "live-check"
 
@@ -50,7 +50,7 @@ def test_with_keys_it_checks_both_services(docker_client, monkeypatch) -> None:
         point_sdk_at(monkeypatch, cloud)
         env = {**os.environ, "MISTRAL_API_KEY": "test-key", "MISTRAL_SERVER_URL": chat.url}
         result = live_check(env)
-    assert leftover_cloud_containers(docker_client) == []
+    assert containers_left_by(cloud, docker_client) == []
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
         "live-check: koyeb: 100 KiB of stderr came back whole, stdout apart",

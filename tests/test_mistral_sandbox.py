@@ -18,7 +18,7 @@ import pytest
 from conftest import TEST_IMAGE
 from koyeb.api.models.error import Error
 from koyeb.api.models.error_with_fields import ErrorWithFields
-from koyeb_server import FakeCloud, leftover_cloud_containers, point_sdk_at
+from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
 
 import runner as agents
 from runner.config import validate_file
@@ -31,7 +31,7 @@ def cloud(docker_client, monkeypatch):
     with FakeCloud(docker_client, TEST_IMAGE) as fake:
         point_sdk_at(monkeypatch, fake)
         yield fake
-    assert leftover_cloud_containers(docker_client) == []
+    assert containers_left_by(fake, docker_client) == []
 
 
 def sandbox(**options) -> agents.MistralSandbox:

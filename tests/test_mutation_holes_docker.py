@@ -201,11 +201,8 @@ class CachedSeed(agents.SandboxHook):
         await ctx.sandbox.write_file("seed.txt", self.key)
 
 
-@pytest.mark.xdist_group(
-    "snapshots"
-)  # with tests/test_snapshots.py: gc tests there remove snapshots
 async def test_a_session_from_a_snapshot_runs_the_snapshot_image(
-    docker_backend, docker_client
+    docker_backend, docker_client, snapshot_lock
 ) -> None:
     key = f"mh-{uuid.uuid4().hex}"  # a key no earlier run has a snapshot of
     env = docker_backend.environment(hooks=[CachedSeed(key)])

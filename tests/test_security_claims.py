@@ -342,7 +342,7 @@ async def test_the_platform_token_travels_only_in_the_authorization_header(
     tests/koyeb_server.py on loopback) is in every control-plane request's
     Authorization header and nowhere else in any request."""
     from conftest import TEST_IMAGE
-    from koyeb_server import FakeCloud, leftover_cloud_containers, point_sdk_at
+    from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
 
     token = "koyeb-test-" + os.urandom(12).hex()
     with FakeCloud(docker_client, TEST_IMAGE, token=token) as cloud:
@@ -352,7 +352,7 @@ async def test_the_platform_token_travels_only_in_the_authorization_header(
             assert (await s.sandbox.execute("echo ok")).stdout == "ok\n"
             assert token not in repr(s.sandbox) + repr(environment)
         requests = list(cloud.requests)
-    assert leftover_cloud_containers(docker_client) == []
+    assert containers_left_by(cloud, docker_client) == []
     control = [r for r in requests if r["headers"].get("authorization") == f"Bearer {token}"]
     assert len(control) >= 3  # create the app, the service, poll, delete...
     for request in requests:

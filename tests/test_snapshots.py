@@ -38,14 +38,12 @@ from runner.sandboxes.docker import (
 )
 from runner.sandboxes.local import DangerousLocalWarning
 
-#: One test process runs them all (``pytest -n`` with ``--dist loadgroup``,
-#: as scripts/test runs it): gc tests remove snapshots by age, count and
-#: size across the engine, and would take another process's from under it.
-pytestmark = pytest.mark.xdist_group("snapshots")
+#: One at a time across test processes (see ``snapshot_lock``).
+pytestmark = pytest.mark.usefixtures("snapshot_lock")
 
 
 @pytest.fixture
-def snapshots(docker_client: Any) -> Any:
+def snapshots(snapshot_lock: Any, docker_client: Any) -> Any:
     """The snapshot images made during the test; removed at the end."""
     before = {image.id for image in docker_client.images.list(filters={"label": LABEL_SNAPSHOT})}
 
@@ -267,6 +265,8 @@ async def test_a_tmpfs_workspace_is_saved_explicitly(
     assert (scratch.exit_code == 0) == ("workspace_size" in options), scratch
     (image,) = snapshots()
     assert image.id == next(e["image_id"] for e in events if e["event"] == "snapshot_used")
+    # Neither the session's labels nor those of the container that added the archive.
+    assert image.labels[LABEL_SESSION] == image.labels[LABEL_OWNER_PID] == ""
     assert docker_backend.leftovers() == []
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import tarfile
 import tempfile
 import time
@@ -33,6 +34,7 @@ from ._docker_engine import (
     LABEL_OWNER_PID,
     LABEL_OWNER_START,
     LABEL_SESSION,
+    process_start_time,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +172,18 @@ def _commit_with(
     client: docker.DockerClient, base: str, seed: str, key: str, labels: dict[str, str]
 ) -> str:
     """``base`` plus the ``seed`` archive, committed as the snapshot for ``key``."""
-    created = client.api.create_container(base, command=["true"], network_disabled=True)
+    # Never started; labelled as the runner's, so that `runner gc` removes it
+    # if this process dies before it does.
+    owner = {
+        LABEL: "1",
+        LABEL_SESSION: f"snapshot-{key[:12]}",
+        LABEL_OWNER_HOST: socket.gethostname(),
+        LABEL_OWNER_PID: str(os.getpid()),
+        LABEL_OWNER_START: process_start_time(os.getpid()) or "",
+    }
+    created = client.api.create_container(
+        base, command=["true"], network_disabled=True, labels=owner
+    )
     try:
         with open(seed, "rb") as data:
             client.api.put_archive(created["Id"], "/", data)
