@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +381,13 @@ def test_a_cached_hook_on_a_backend_that_cannot_snapshot_is_warned_of(tmp_path: 
     (warning,) = [w for w in seen if issubclass(w.category, agents.SnapshotWarning)]
     assert warning.filename == __file__
     assert "hook SeedHook is cached" in str(warning.message)
+    # No warning where nothing is cached, nor where the backend can snapshot.
+    with pytest.warns(DangerousLocalWarning):
+        plain = agents.DangerousLocalSandbox(hooks=[agents.SandboxHook()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", agents.SnapshotWarning)
+        agents.Agent(model="m", environment=plain)
+        agents.Agent(model="m", environment=LocalDockerSandbox(hooks=[SeedHook(str(tmp_path))]))
 
 
 # --- YAML ---------------------------------------------------------------------

@@ -398,6 +398,13 @@ class LocalDockerSandbox(SandboxEnvironment):
         sandbox = await self._create_new(
             session_id=session_id, expires_at=expires_at, snapshot=snapshot
         )
+        if self.saved_tmpfs_dirs():
+            try:
+                await self._restore_tmpfs(sandbox)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await sandbox.delete()
+                raise
         sandbox.snapshot_image = snapshot
         return sandbox
 
@@ -444,8 +451,6 @@ class LocalDockerSandbox(SandboxEnvironment):
                 await sandbox.open_channel(self.exec_channel)
             await sandbox.prepare(detect_shell=self.shell is None)
             if snapshot is not None:
-                if self.saved_tmpfs_dirs():
-                    await self._restore_tmpfs(sandbox)
                 return sandbox
             if self.setup_script:
                 await run_setup_script(
