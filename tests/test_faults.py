@@ -22,8 +22,10 @@ pytestmark = [pytest.mark.docker]
 def containers_of(docker_client, pid: int) -> list[str]:
     return [
         c.id
+        # ignore_removed: docker-py lists, then inspects each; one removed in
+        # between (the runner's own probe, another process's sweep) is not an error.
         for c in docker_client.containers.list(
-            all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"}
+            all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"}, ignore_removed=True
         )
     ]
 
