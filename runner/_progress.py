@@ -26,6 +26,13 @@ Backslashes are left as they are (titles such as ``printf '%s\\n'`` stay
 readable), so the display is not reversible: the exact text, control
 characters included, is in the ``--json`` events and in the results, which
 are never escaped here (JSON escapes control characters itself).
+
+**The agent's final answer** (``runner run --prompt``, and each set's answer
+under ``--input-sets``) is text the model wrote, often quoting the sandbox.
+On a terminal it goes through the same escaping, except that it keeps its
+newlines and tabs (``terminal_safe(text, keep_lines=True)``): it is a
+multi-line text on stdout, not a progress line on stderr.  Written to a file
+or a pipe, it is written exactly as it is.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: The same without newline and tab, for multi-line text (the final answer).
+_UNSAFE_IN_TEXT = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -47,9 +58,10 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def terminal_safe(text: str) -> str:
-    """``text`` with every terminal control, newline and bidi control shown as a visible escape."""
-    return _UNSAFE.sub(_escape, text)
+def terminal_safe(text: str, *, keep_lines: bool = False) -> str:
+    """``text`` with every terminal control, newline and bidi control shown as
+    a visible escape; ``keep_lines`` keeps newlines and tabs as they are."""
+    return (_UNSAFE_IN_TEXT if keep_lines else _UNSAFE).sub(_escape, text)
 
 
 class ProgressPrinter:

@@ -441,7 +441,7 @@ async def _run_parallel(
             err=True,
         )
         if outcome.text is not None and not as_json:
-            click.echo(f"[{index + 1}] {outcome.text}")
+            _print_answer(f"[{index + 1}] {outcome.text}")
         emit_json(outcome.as_event("set_result", set=index + 1))
     total = _sets_outcome(outcomes, traces if interrupted else None)
     if interrupted:
@@ -501,9 +501,26 @@ async def _run_session(
     for message in outcome.messages:
         click.echo(f"runner: {terminal_safe(message)}", err=True)
     if outcome.text is not None and not as_json:
-        click.echo(outcome.text)
+        _print_answer(outcome.text)
     emit_json(outcome.as_event(duration_seconds=time.perf_counter() - started))
     return int(outcome.exit_code)
+
+
+def _print_answer(text: str) -> None:
+    """The agent's answer on stdout.  On a terminal, its controls are shown as
+    escapes (``terminal_safe``, newlines and tabs kept): a model quoting the
+    sandbox must not retitle the terminal or write its clipboard (OSC 0, OSC
+    52).  To a file or a pipe, it goes exactly as it is (``click.echo`` would
+    strip CSI sequences there); a lone surrogate, which no encoding can
+    write, becomes ``?``."""
+    from ._progress import terminal_safe
+
+    stream = sys.stdout
+    if stream.isatty():
+        text = terminal_safe(text, keep_lines=True)
+    stream.flush()
+    stream.buffer.write(text.encode("utf-8", "replace") + b"\n")
+    stream.buffer.flush()
 
 
 def _interrupt_message(trace: Any) -> str:

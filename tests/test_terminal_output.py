@@ -230,3 +230,131 @@ def test_the_printer_escapes_every_field_and_the_prefix() -> None:
     ]
     for char in RAW_CONTROLS:
         assert char not in stream.text
+
+
+# --- the agent's final answer (issue 26, finding 4) ----------------------------
+
+#: What a model quoting the sandbox may answer: an OSC 52 clipboard write (the
+#: base64 of "rm -rf ~"), an OSC 0 title change, a screen clear, a lone CR that
+#: would print over a line, a C1 CSI and a bidi override, over two lines.
+ANSWER = (
+    "Done.\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;pwned\x07\x1b[2J\rfake\nsecond\tline \x9b31m \u202eevil"
+)
+#: How a terminal shows it: every control escaped, the newline and tab kept.
+ANSWER_SHOWN = (
+    r"Done.\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;pwned\x07\x1b[2J\rfake" + "\n"
+    "second\tline " + r"\x9b31m \u202eevil"
+)
+
+
+def answer_config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "version: 1\n"
+        "agent:\n"
+        "  name: quoting\n"
+        "  model: local-model\n"
+        f"  base_url: {base_url}\n"
+        "  environment:\n"
+        "    sandbox: local\n"
+    )
+    return path
+
+
+def run_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
+    """``runner ARGS`` with its stdout on a pseudo-terminal (so ``isatty`` is
+    true, as in an interactive shell): (exit code, what the terminal got, stderr)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [*RUNNER_CLI, *args],
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, "TMPDIR": str(cwd)},
+        )
+        os.close(slave)
+        slave = -1
+        received = bytearray()
+        while True:  # the terminal's side, until the runner closes it
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                process.kill()
+                raise AssertionError("the runner wrote nothing to the terminal for 120 s")
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            received += chunk
+        stderr = process.stderr.read() if process.stderr else b""
+        code = process.wait(timeout=120)
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    # The terminal turns each newline into CR LF (onlcr): undo that only.
+    return code, bytes(received).replace(b"\r\n", b"\n"), stderr
+
+
+def assert_no_raw_control(shown: bytes) -> None:
+    for byte in (b"\x1b", b"\x07", b"\r", b"\xc2\x9b", b"\xe2\x80\xae"):
+        assert byte not in shown, f"raw {byte!r} reached the terminal: {shown!r}"
+
+
+def test_the_final_answer_reaches_a_terminal_escaped(tmp_path) -> None:
+    """Before: the answer was printed raw, and the OSC 52 and OSC 0 sequences
+    reached the terminal (a clipboard write and a title change)."""
+    from chat_server import ChatServer, assistant
+
+    with ChatServer([assistant(ANSWER)]) as server:
+        config = answer_config(tmp_path, server.url)
+        code, shown, stderr = run_on_a_terminal(["run", str(config), "--prompt", "go"], tmp_path)
+    assert code == 0, stderr
+    assert_no_raw_control(shown)
+    assert shown.decode() == ANSWER_SHOWN + "\n"
+
+
+def test_the_final_answer_goes_raw_to_a_file_and_exact_in_json(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    with ChatServer([assistant(ANSWER), assistant(ANSWER)]) as server:
+        config = answer_config(tmp_path, server.url)
+        plain = runner("run", str(config), "--prompt", "go", cwd=tmp_path)
+        as_json = runner("run", str(config), "--prompt", "go", "--json", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    # Byte for byte, CSI sequences included (click.echo stripped those).
+    assert plain.stdout == ANSWER.encode() + b"\n"
+    assert as_json.returncode == 0, as_json.stderr
+    events = [json.loads(line) for line in as_json.stdout.decode().splitlines()]
+    assert next(e for e in events if e["event"] == "turn")["text"] == ANSWER
+    assert b"\x1b" not in as_json.stdout  # JSON escapes it
+
+
+def test_parallel_answers_reach_a_terminal_escaped(tmp_path) -> None:
+    from chat_server import ChatServer, assistant
+
+    sets = tmp_path / "sets.yaml"
+    sets.write_text("- {}\n- {}\n")
+    with ChatServer([assistant(ANSWER), assistant(ANSWER)]) as server:
+        config = answer_config(tmp_path, server.url)
+        args = ["run", str(config), "--prompt", "go", "--input-sets", str(sets), "--parallel", "2"]
+        code, shown, stderr = run_on_a_terminal(args, tmp_path)
+    assert code == 0, stderr
+    assert_no_raw_control(shown)
+    assert_terminal_safe(stderr)
+    assert shown.decode() == f"[1] {ANSWER_SHOWN}\n[2] {ANSWER_SHOWN}\n"
+
+
+def test_keep_lines_escapes_the_same_controls_but_newline_and_tab() -> None:
+    controls = "".join(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
+    controls += "\u061c\u200e\u200f\u2028\u2029\u202a\u202e\u2066\u2069\udcff"
+    for char in controls:
+        if char in "\n\t":
+            assert terminal_safe(char, keep_lines=True) == char
+        else:
+            assert terminal_safe(char, keep_lines=True) == terminal_safe(char), repr(char)
