@@ -50,6 +50,7 @@ class Agent:
         inputs: Sequence[type[SessionInput]] = (),
         request_timeout_seconds: float = 120.0,
         max_retries: int = 3,
+        keep_background_processes: bool = False,
     ) -> None:
         # Duck-typed (not isinstance(..., Model)), so building an agent does
         # not import the turn machinery: `runner validate` stays quick.
@@ -85,6 +86,17 @@ class Agent:
         #: see runner/_chat_completions.py; a permanent server error is not).
         self.request_timeout_seconds = request_timeout_seconds
         self.max_retries = max_retries
+        if not isinstance(keep_background_processes, bool):
+            raise SdkError(
+                "Agent(keep_background_processes=...) takes a bool, "
+                f"got {keep_background_processes!r}"
+            )
+        #: Whether processes the agent's tools start in the background outlive
+        #: the turn (a dev server for the next turn, say).  By default (False)
+        #: whatever a turn left running in the sandbox is killed when the turn
+        #: ends; hooks' processes started before it are kept.  Either way every
+        #: process of the sandbox's commands is killed before ``on_destroy``.
+        self.keep_background_processes = keep_background_processes
         for input_class in inputs:
             if not (isinstance(input_class, type) and issubclass(input_class, SessionInput)):
                 raise SdkError(f"Agent(inputs=...) takes SessionInput classes, got {input_class!r}")

@@ -11,8 +11,10 @@ Python-class hooks and hooks compiled from YAML both end up here.  The rules
 4. If an ``on_create`` raises: later hooks do not run, the hooks that
    completed get ``on_destroy`` in reverse order (errors logged), the sandbox
    is deleted, and the hook's own exception propagates.
-5. Close: ``on_destroy`` of every hook in reverse order, each exactly once,
-   errors logged and skipped past; then the sandbox is deleted, always.
+5. Close: every process the sandbox's commands left running is killed (the
+   agent's: nothing it started may run beside a hook), then ``on_destroy`` of
+   every hook in reverse order, each exactly once, errors logged and skipped
+   past; then the sandbox is deleted, always.
    Cleanup is shielded from cancellation, so Ctrl-C or a cancelled task still
    runs it to the end, within limits: the ``on_destroy`` hooks together get
    the environment's ``cleanup_timeout_seconds``, and ``force_cleanup()``
@@ -240,11 +242,21 @@ async def _destroy_then_delete(
     inputs: Mapping[str, SessionInput],
     *,
     timeout: float | None,
+    end_processes: bool = False,
 ) -> list[HookFailure]:
-    """Shielded cleanup: the hooks within ``timeout`` (or until forced), then delete."""
+    """Shielded cleanup: the hooks within ``timeout`` (or until forced), then delete.
+
+    With ``end_processes`` (a close, after the agent may have run), every
+    process the sandbox's commands left running is killed first, so nothing
+    the agent started runs beside an ``on_destroy`` (issue 26): it could read
+    a step's ``secrets:`` from /proc, change files just before a hook uses
+    them, or hold every pid.  If that fails, no ``on_destroy`` runs.
+    """
     failures: list[HookFailure] = []
     with anyio.CancelScope(shield=True):
         try:
+            if end_processes and not await _end_processes(sandbox, failures):
+                plans = ()  # the agent's processes may be alive: no hook's secret meets them
             with anyio.CancelScope(deadline=_deadline(timeout)) as hooks_scope:
                 _cleanups.add(hooks_scope)
                 try:
@@ -263,6 +275,36 @@ async def _destroy_then_delete(
         finally:
             await _delete(sandbox)
     return failures
+
+
+#: How long killing the agent's processes before ``on_destroy`` may take.
+END_PROCESSES_SECONDS = 60.0
+
+
+async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
+    """Kill what the sandbox's commands left running; False (a failure
+    recorded and logged) if that could not be done."""
+    try:
+        with anyio.fail_after(END_PROCESSES_SECONDS):
+            killed = await sandbox.end_processes()
+    except Exception as exc:
+        failure = HookFailure(
+            "cleanup",
+            "on_destroy",
+            type(exc).__name__,
+            f"the processes left running in the sandbox could not be stopped "
+            f"({str(exc) or 'timed out'}), so no on_destroy hook ran (one would run beside them)",
+        )
+        failures.append(failure)
+        logger.error("%s (session %s)", failure, sandbox.session_id)
+        return False
+    if killed:
+        logger.info(
+            "killed %d process(es) left running in session %s before on_destroy",
+            killed,
+            sandbox.session_id,
+        )
+    return True
 
 
 def _deadline(timeout: float | None) -> float:
@@ -419,5 +461,9 @@ async def close_sandbox(
     the CLI can fail the run: an artifact that was not saved is a failure.
     """
     return await _destroy_then_delete(
-        reversed(plan.hooks), sandbox, inputs, timeout=cleanup_timeout_seconds
+        reversed(plan.hooks),
+        sandbox,
+        inputs,
+        timeout=cleanup_timeout_seconds,
+        end_processes=True,
     )

@@ -9,6 +9,7 @@ then delete); closing again is a no-op.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
@@ -25,6 +26,8 @@ from .sandboxes.base import Sandbox
 if TYPE_CHECKING:
     from ._agent import Agent
     from ._model import Message, Model, TurnResult
+
+logger = logging.getLogger("runner")
 
 SessionStatus = Literal["running", "waiting", "terminated"]
 
@@ -124,12 +127,17 @@ class Session:
         sandbox = self.sandbox
         if self.turn_wrapper is not None:
             model, sandbox = self.turn_wrapper(model, sandbox)
-        result = await run_turn(
-            model,
-            self._conversation,
-            sandbox,
-            max_tool_calls=self.agent.max_tool_calls,
-        )
+        mark = await self._mark_processes()
+        try:
+            result = await run_turn(
+                model,
+                self._conversation,
+                sandbox,
+                max_tool_calls=self.agent.max_tool_calls,
+            )
+        finally:
+            if mark is not None:
+                await self._end_turn_processes(mark)
         secrets = secret_strings(self.inputs.values())
         text, error = getattr(result, "text", None), getattr(result, "error", None)
         emit(
@@ -142,6 +150,46 @@ class Session:
             tool_calls=[{"name": c.name, "is_error": c.is_error} for c in result.tool_calls],
         )
         return result
+
+    async def _mark_processes(self) -> object | None:
+        """What runs in the sandbox before a turn (None: nothing is to be
+        killed after it: ``keep_background_processes``, or no sandbox)."""
+        if self.sandbox is None or self.agent.keep_background_processes:
+            return None
+        try:
+            return await self.sandbox.mark_processes()
+        except Exception as exc:  # the turn still runs; the close kills all anyway
+            logger.warning(
+                "could not list the processes running in session %s before a turn: %s: %s",
+                self.id,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
+    async def _end_turn_processes(self, mark: object) -> None:
+        """Kill what the turn's tools started and left running (issue 26).
+        Shielded: a turn cut short ends its processes too; a close under way
+        kills every one anyway."""
+        assert self.sandbox is not None
+        with anyio.CancelScope(shield=True):
+            if self._status == "terminated":
+                return
+            try:
+                with anyio.fail_after(60):
+                    killed = await self.sandbox.end_processes(since=mark)
+            except Exception as exc:
+                logger.warning(
+                    "could not stop the processes the turn left running in session %s: %s: %s",
+                    self.id,
+                    type(exc).__name__,
+                    exc,
+                )
+                return
+            if killed:
+                logger.info(
+                    "killed %d process(es) the turn left running in session %s", killed, self.id
+                )
 
     async def cancel(self) -> None:
         """Close the session: every ``on_destroy`` in reverse order, then delete the sandbox."""

@@ -589,7 +589,12 @@ class _Compiler:
                 + ([self.secrets_class] if self.secrets_class else []),
                 **{
                     key: agent_spec[key]
-                    for key in ("max_tool_calls", "request_timeout_seconds", "max_retries")
+                    for key in (
+                        "max_tool_calls",
+                        "request_timeout_seconds",
+                        "max_retries",
+                        "keep_background_processes",
+                    )
                     if key in agent_spec
                 },
             )

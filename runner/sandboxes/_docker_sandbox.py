@@ -8,11 +8,13 @@ the channel in ``_exec_channel``; the per-command path in ``_docker_exec``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
+import re
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -71,6 +73,71 @@ KILL_GRACE_SECONDS = 2
 HOST_GRACE_SECONDS = 5.0
 
 
+#: Lists (``list``) or kills (``kill``) a user's processes but those kept, as
+#: root; see ``DockerSandbox.end_processes``.
+PROCESSES_SCRIPT = r"""
+# $1: list | kill; $2: the uid; then the processes to keep, as PID:START
+# (START: the 22nd field of /proc/PID/stat, its start time in clock ticks
+# since boot: a reused pid never matches).  Builtins only (read, kill, a
+# glob): with the pids limit reached, nothing else could start.
+what=$1 uid=$2
+shift 2
+keep=" $* "
+set -f
+# procs: the uid's live processes not kept, as PID:START, in L
+procs() {
+    L=
+    set +f
+    for d in /proc/[0-9]*; do
+        set -f
+        u= s=
+        while read -r k a b rest; do
+            case $k in
+            State:) s=$a ;;
+            Uid:) u="$a $b" && break ;;
+            esac
+        done 2>/dev/null <"$d/status"
+        case $s in Z | X | '') continue ;; esac
+        case " $u " in *" $uid "*) ;; *) continue ;; esac
+        read -r line 2>/dev/null <"$d/stat" || continue
+        set -- ${line##*) }
+        [ $# -ge 20 ] || continue
+        shift 19
+        p=${d#/proc/}
+        case $keep in *" $p:$1 "*) continue ;; esac
+        L="$L $p:$1"
+    done
+    set -f
+}
+procs
+if [ "$what" = list ]; then
+    echo "procs:$L"
+    exit 0
+fi
+# kill: round after round, until a round finds none it has not killed
+# (what one forked while the last round ran is found by the next; a killed
+# process never runs its own code again, even before it is gone)
+killed=0 round=0 hit=' '
+while :; do
+    new=0
+    for e in $L; do
+        case $hit in *" $e "*) continue ;; esac
+        kill -9 "${e%%:*}" 2>/dev/null && killed=$((killed + 1))
+        hit="$hit$e " new=1
+    done
+    [ "$new" = 1 ] || break
+    round=$((round + 1))
+    [ "$round" -le 1000 ] || exit 1
+    procs
+done
+echo "killed:$killed"
+"""
+#: How long listing or killing the sandbox user's processes may take.
+PROCESSES_SECONDS = 30.0
+#: A process as ``PROCESSES_SCRIPT`` names it: PID:START.
+_PROCESS = re.compile(r"[0-9]+:[0-9]+")
+
+
 class DockerSandbox(Sandbox):
     """One session's live container."""
 
@@ -103,6 +170,9 @@ class DockerSandbox(Sandbox):
         self.snapshot_image: str | None = None
         self.output_cap_bytes = 8 << 20
         self.memory: str | None = None
+        #: The container's pids limit (raised for a moment if the agent's
+        #: processes took every pid when they are to be killed).
+        self.pids_limit: int | None = None
 
     @property
     def container_id(self) -> str:
@@ -471,6 +541,56 @@ class DockerSandbox(Sandbox):
 
             await self.client.call(create_then_write)
 
+    # --- the processes the sandbox user left running (issue 26) ---------------
+
+    async def mark_processes(self) -> frozenset[str] | None:
+        """The sandbox user's processes now, as PID:START (None under ``user:
+        root``, where the agent's processes are not told apart from root's)."""
+        if self._ids() is None:
+            return None
+        return frozenset((await self._processes("list", ())).split())
+
+    async def end_processes(self, *, since: frozenset[str] | None = None) -> int | None:
+        """Kill every process of the sandbox user (uid 1000) but those in the
+        mark ``since``: as root, by uid, round after round until none is
+        left, so a loop forking as fast as it can is caught too.  Nothing
+        under ``user: root``.  Raises ``SandboxUnavailableError`` if it could
+        not be done."""
+        if self._ids() is None:
+            return None
+        keep = sorted(p for p in since or () if _PROCESS.fullmatch(p))
+        return int(await self._processes("kill", keep))
+
+    async def _processes(self, what: str, keep: Iterable[str]) -> str:
+        command = f"set -- {what} {SANDBOX_UID} {' '.join(keep)}\n{PROCESSES_SCRIPT}"
+        expected = "procs:" if what == "list" else "killed:"
+        result = await self.execute_as_root(command, timeout_seconds=PROCESSES_SECONDS)
+        if not result.stdout.startswith(expected):
+            # No process could start (the pids limit reached, by the agent's
+            # processes): once more, with a little room above the limit.
+            async with self._pids_headroom():
+                result = await self.execute_as_root(command, timeout_seconds=PROCESSES_SECONDS)
+        if result.exit_code != 0 or not result.stdout.startswith(expected):
+            raise SandboxUnavailableError(
+                f"could not {what} the sandbox user's processes (exit code {result.exit_code}): "
+                f"{(result.stderr or result.stdout).strip()[-300:]}"
+            )
+        return result.stdout[len(expected) :].strip()
+
+    @contextlib.asynccontextmanager
+    async def _pids_headroom(self) -> AsyncIterator[None]:
+        """The container's pids limit raised by ``PIDS_HEADROOM`` meanwhile."""
+        limit = self.pids_limit
+        if not limit or limit <= 0:
+            yield
+            return
+        await self.client.call(_update_pids_limit, self.container_id, limit + PIDS_HEADROOM)
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.client.call(_update_pids_limit, self.container_id, limit)
+
     def adopt(self, *, session_id: str, client: DockerClient) -> None:
         """Hand a pooled sandbox to a session (and to that session's event loop)."""
         self.session_id = session_id
@@ -544,6 +664,18 @@ def channel_reason(asked: str, kind: str | None) -> str:
         "the image has no python3 that can run the Python helper: "
         "the POSIX shell helper serves commands and files"
     )
+
+
+#: How many pids above its limit the container gets while the sandbox user's
+#: processes are killed, if they had taken every one.
+PIDS_HEADROOM = 16
+
+
+def _update_pids_limit(client: docker.DockerClient, container_id: str, limit: int) -> None:
+    """``docker update --pids-limit`` (docker-py's ``update_container`` lacks it)."""
+    api = client.api
+    url = api._url("/containers/{0}/update", container_id)
+    api._raise_for_status(api._post_json(url, data={"PidsLimit": limit}))
 
 
 def _start_channel(client: docker.DockerClient, channel: ExecChannel) -> None:

@@ -136,6 +136,22 @@ def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
             out.write(chunk)
     return out.size
 
+    # --- the processes commands leave running (issue 26) -------------------------
+
+    async def mark_processes(self) -> Any:
+        """What runs in the sandbox now, for a later ``end_processes(since=...)``:
+        an opaque value, or None where this backend cannot tell processes
+        apart (then ``end_processes`` does nothing)."""
+        return None
+
+    async def end_processes(self, *, since: Any = None) -> int | None:
+        """Kill what the sandbox's commands left running: with ``since`` (a
+        ``mark_processes`` value), only what started after that mark; without,
+        every process of the sandbox's commands.  Returns how many were killed,
+        or None where this backend cannot (``MistralSandbox``).  The lifecycle
+        calls it before ``on_destroy`` and after each agent turn."""
+        return None
+
 
 class SparseWriter:
     """A file written piece by piece, its runs of zeros left as holes.

@@ -541,6 +541,7 @@ class LocalDockerSandbox(SandboxEnvironment):
             user=self.user,
         )
         sandbox.memory = self.memory
+        sandbox.pids_limit = self.pids_limit
         sandbox.max_file_bytes = self.max_file_bytes
         sandbox.output_cap_bytes = self.output_cap_bytes
         return sandbox

@@ -262,6 +262,24 @@ class LocalSandbox(Sandbox):
                 raise IsADirectoryError(errno.EISDIR, "the workspace is a directory", path)
         raise PermissionError(f"{path!r} is outside the sandbox workspace")
 
+    async def mark_processes(self) -> frozenset[int]:
+        """The process groups of earlier commands that still have a process."""
+        self._process_groups = {g for g in self._process_groups if _group_exists(g)}
+        return frozenset(self._process_groups)
+
+    async def end_processes(self, *, since: frozenset[int] | None = None) -> int:
+        """Kill the process groups of the commands that left something running
+        (since the mark ``since``, or all of them).  A process that left its
+        group (``setsid``) is not found: this backend isolates nothing."""
+        groups = {g for g in self._process_groups if since is None or g not in since}
+        killed = 0
+        for group in groups:
+            if _group_exists(group):
+                _kill_group(group)
+                killed += 1
+            self._process_groups.discard(group)
+        return killed
+
     async def delete(self) -> None:
         """Kill what the session's commands left running, then remove the directory.
 

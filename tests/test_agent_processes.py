@@ -1,0 +1,194 @@
+"""Issue 26, finding 3: what the agent starts does not outlive its turn, and
+nothing it started runs beside an ``on_destroy`` hook.
+
+Each test plays the agent through the fake model server (``chat_server``):
+its bash tool starts a loop in the background that reads every process's
+environment, as the review's reproducer did.  On the full, python3-minimal
+and busybox images and on the local sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from chat_server import ChatServer, assistant
+from conftest import RUNNER_CLI
+
+import runner as agents
+from runner.sandboxes.docker import LABEL_OWNER_PID
+
+SECRET = "s3cr3t-Value-4711"
+
+
+def loop(marker: str) -> str:
+    """The agent's command: a loop in the background that keeps every
+    ``SECRET`` variable it finds in any process's environment in ``loot``,
+    and a beat in ``beats`` each round.  ``marker`` is in the command line
+    of the loop's shell (its /proc/PID/cmdline), so a listing finds it."""
+    return (
+        f": {marker}; touch loot beats; (while :; do cat /proc/*/environ 2>/dev/null"
+        " | tr '\\0' '\\n' | grep SECRET >> loot; echo beat >> beats; sleep 0.05; done)"
+        " >/dev/null 2>&1 &"
+    )
+
+
+#: The agent's second command: wait until the loop has gone round once.
+BEATING = "while [ ! -s beats ]; do sleep 0.1; done"
+
+#: A hook step: every process's command line into procs.txt, one a line.
+LIST_PROCESSES = (
+    "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done > procs.txt"
+)
+
+
+def owned_by(docker_client, pid: int) -> list[str]:
+    containers = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"}
+    )
+    return [c.id for c in containers]
+
+
+def test_nothing_the_agent_started_runs_during_on_destroy(tmp_path, backend_on_every_image) -> None:
+    """The review's reproducer, through ``runner run``: the agent's loop
+    (kept past its turn with ``keep_background_processes: true``) read the
+    ``secrets:`` value of an ``on_destroy`` step that slept a second, and
+    the hook's own ``save:`` carried it out.  Now every process of the
+    sandbox's commands is killed before ``on_destroy``: the loot holds no
+    secret and the hook sees none of the agent's processes.  Without the
+    kill, the loot held ``SECRET_TOKEN=...`` on every image and locally."""
+    backend = backend_on_every_image
+    marker = f"agent-loop-{uuid.uuid4().hex}"
+    replies = [
+        assistant(None, ("c1", "bash", {"command": loop(marker)})),
+        assistant(None, ("c2", "bash", {"command": BEATING})),
+        assistant("done"),
+    ]
+    with ChatServer(replies) as server:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                secrets:
+                  token: {{from_env: TEST_TOKEN}}
+                agent:
+                  model: m
+                  base_url: {server.url}
+                  keep_background_processes: true
+                  environment:
+                    sandbox: {backend.name}
+                    hooks:
+                      - name: carry
+                        on_destroy:
+                          - run: sleep 1; {LIST_PROCESSES}
+                            secrets: {{SECRET_TOKEN: token}}
+                          - save: loot
+                            to: loot
+                          - save: beats
+                            to: beats
+                          - save: procs.txt
+                            to: procs.txt
+                """
+            )
+        )
+        process = subprocess.Popen(
+            [*RUNNER_CLI, "run", str(config), "--prompt", "go", "--output-dir", "out"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={
+                **os.environ,
+                "TMPDIR": str(tmp_path),
+                "TEST_TOKEN": SECRET,
+                "RUNNER_DOCKER_IMAGE": backend.image,
+            },
+        )
+        try:
+            _, stderr = process.communicate(timeout=180)
+        finally:
+            process.kill()
+    if backend.name == "docker":
+        assert owned_by(backend.docker_client, process.pid) == []
+    assert process.returncode == 0, stderr
+    saved = {p.name: p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert saved["beats"], "the agent's loop never ran"
+    assert SECRET not in saved["loot"], "the agent's loop read the on_destroy step's secret"
+    assert marker not in saved["procs.txt"], "the agent's loop ran during on_destroy"
+
+
+async def _command_lines(sandbox: agents.Sandbox) -> str:
+    result = await sandbox.execute(LIST_PROCESSES + "; cat procs.txt")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+class StartsAService(agents.SandboxHook):
+    """An ``on_create`` that leaves a process running for the agent (a
+    database, a dev server): a turn's end must not kill it."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    async def on_create(self, ctx: agents.SandboxCallbackContext) -> None:
+        result = await ctx.sandbox.execute(
+            f"sh -c ': {self.marker}; sleep 1000; :' >/dev/null 2>&1 &"
+        )
+        assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("keep", [False, True])
+async def test_a_turn_ends_what_it_started_in_the_background(
+    backend_on_every_image, keep: bool
+) -> None:
+    """After a turn, what its tools left running is killed, unless the agent
+    keeps it (``keep_background_processes=True``); what a hook started
+    before the turn keeps running either way.  Without the kill, the loop
+    was still running after the turn on every image and locally."""
+    service = f"hook-service-{uuid.uuid4().hex}"
+    marker = f"agent-loop-{uuid.uuid4().hex}"
+    replies = [
+        assistant(None, ("c1", "bash", {"command": loop(marker)})),
+        assistant(None, ("c2", "bash", {"command": BEATING})),
+        assistant("done"),
+    ]
+    with ChatServer(replies) as server:
+        model = agents.ChatCompletionsModel(
+            "test-model", base_url=server.url, api_key="sk-test", backoff_seconds=0.01
+        )
+        env = backend_on_every_image.environment(hooks=[StartsAService(service)])
+        agent = agents.Agent(model=model, environment=env, keep_background_processes=keep)
+        async with await agent.start_session() as session:
+            result = await session.run("go")
+            assert isinstance(result, agents.Completed), result
+            running = await _command_lines(session.sandbox)
+            assert service in running, "the hook's process was killed with the turn's"
+            if keep:
+                assert marker in running, "keep_background_processes did not keep the loop"
+            else:
+                assert marker not in running, "the turn's background loop outlived the turn"
+            beats = await session.sandbox.read_file("beats")
+            assert beats, "the agent's loop never ran"
+
+
+def test_keep_background_processes_must_be_a_bool() -> None:
+    with pytest.raises(agents.SdkError, match="keep_background_processes"):
+        agents.Agent(model="m", keep_background_processes="yes")  # type: ignore[arg-type]
+
+
+def test_the_yaml_option_reaches_the_agent(tmp_path: Path) -> None:
+    from runner.config import ConfigError, load
+
+    config = tmp_path / "agent.yaml"
+    for value in ("true", "false"):
+        config.write_text(f"version: 1\nagent:\n  model: m\n  keep_background_processes: {value}\n")
+        assert load(config).keep_background_processes is (value == "true")
+    config.write_text("version: 1\nagent:\n  model: m\n  keep_background_processes: 1\n")
+    with pytest.raises(ConfigError, match="keep_background_processes"):
+        load(config)
