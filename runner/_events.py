@@ -31,19 +31,69 @@ _listeners: contextvars.ContextVar[tuple[Listener, ...]] = contextvars.ContextVa
 )
 
 
-#: Secret strings of the sessions started in this context: every event is
-#: scrubbed of them before any listener sees it.
+#: Secret strings of the sessions started in this context, longest first: every
+#: event is scrubbed of them before any listener sees it.
 _secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "runner_event_secrets", default=()
 )
 
 
+class _Derived:
+    """What scrubbing needs besides the tuple of secrets: a set to tell a new
+    secret in constant time, and the byte forms of those that are not UTF-8."""
+
+    __slots__ = ("byte_forms", "members", "secrets")
+
+    def __init__(
+        self,
+        secrets: tuple[str, ...],
+        members: frozenset[str] | None = None,
+        byte_forms: list[bytes] | None = None,
+    ) -> None:
+        from ._inputs import secret_bytes_forms
+
+        self.secrets = secrets
+        self.members = frozenset(secrets) if members is None else members
+        self.byte_forms = secret_bytes_forms(secrets) if byte_forms is None else byte_forms
+
+
+#: The derived data of the last few tuples, found by identity: sessions of one
+#: process share it, and a tuple is never changed, only replaced.
+_derived_cache: list[_Derived] = []
+
+
+def _derived(secrets: tuple[str, ...]) -> _Derived:
+    for derived in _derived_cache:
+        if derived.secrets is secrets:
+            return derived
+    return _remember(_Derived(secrets))
+
+
+def _remember(derived: _Derived) -> _Derived:
+    _derived_cache.insert(0, derived)
+    del _derived_cache[8:]
+    return derived
+
+
 def add_secrets(strings: Iterable[str]) -> None:
-    """Scrub these strings from every event emitted later in this context."""
-    new = set(strings) - set(_secrets.get())
+    """Scrub these strings from every event emitted later in this context.
+
+    Cheap when nothing is new (a set lookup per string), and linear in the
+    secrets already known when something is: the runner adds the words it
+    rendered from secret inputs at every render.
+    """
+    current = _secrets.get()
+    derived = _derived(current)
+    new = {s for s in strings if s not in derived.members}
     if new:
-        merged = sorted({*_secrets.get(), *new}, key=len, reverse=True)
-        _secrets.set(tuple(merged))
+        from ._inputs import secret_bytes_forms
+
+        # Two runs already in order: the sort merges them in linear time (and,
+        # stable, keeps a known secret before a new one of the same length).
+        merged = tuple(sorted((*current, *sorted(new)), key=len, reverse=True))
+        byte_forms = sorted({*derived.byte_forms, *secret_bytes_forms(new)}, key=len, reverse=True)
+        _remember(_Derived(merged, derived.members | new, byte_forms))
+        _secrets.set(merged)
 
 
 def scrubbed(value: Any) -> Any:
@@ -56,14 +106,29 @@ def scrubbed(value: Any) -> Any:
             value = value.replace(secret, "***")
         return value
     if isinstance(value, bytes):  # a file's content, journaled by runner serve
+        from ._inputs import _original_bytes
+
         for secret in secrets:
-            value = value.replace(secret.encode(), b"***")
+            value = value.replace(_original_bytes(secret), b"***")
         return value
     if isinstance(value, dict):
         return {k: scrubbed(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrubbed(v) for v in value]
     return value
+
+
+def decode_output(data: bytes) -> str:
+    """A command's output as text (UTF-8, undecodable bytes as U+FFFD), with
+    the bytes of every secret of this context that is not UTF-8 replaced by
+    *** first: decoding would turn them into U+FFFD, which no form matches.
+    (A UTF-8 secret decodes unchanged and is scrubbed from the text wherever
+    the runner shows it.)"""
+    secrets = _secrets.get()
+    if secrets:
+        for form in _derived(secrets).byte_forms:
+            data = data.replace(form, b"***")
+    return data.decode("utf-8", errors="replace")
 
 
 def emit(event: str, /, **fields: Any) -> None:

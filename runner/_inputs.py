@@ -379,14 +379,21 @@ def _scalars(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
         yield path, text
 
 
+#: What a word may not start with when its input is declared ``no_leading_option``
+#: (old name ``no_leading_dash``): ``-x`` and ``--opt`` are options to most
+#: programs, ``+cmd`` to ``ex``, ``vim``, ``less`` and ``more`` (which run it).
+OPTION_STARTS = ("-", "+")
+
+
 def _reject_leading_dash(value: Any, *, input_id: str, consumer: str | None) -> None:
-    """Numbers count too: ``-5`` reaches a command as the word ``-5``."""
+    """Numbers count too: ``-5`` reaches a command as the word ``-5``.  The word
+    a template prints is checked again after its filters (runner.config.templates)."""
     for path, text in _scalars(value):
-        if text.startswith("-"):
+        if text.startswith(OPTION_STARTS):
             who = f"{consumer}: " if consumer else ""
             raise SessionInputError(
-                f"{who}session input {input_id!r} field {path!r} starts with '-', which this "
-                "input refuses (no_leading_dash): a command could read it as an option",
+                f"{who}session input {input_id!r} field {path!r} starts with {text[0]!r}, which "
+                "this input refuses (no_leading_option): a command could read it as an option",
                 input_id=input_id,
             )
 
@@ -415,9 +422,64 @@ def secret_strings(values: Iterable[SessionInput]) -> list[str]:
     for value in values:
         if value.__secret__:
             for _, text in _scalars(value.to_dict()):
-                if len(text) >= 3:
-                    found.update(secret_forms(text))
+                found.update(secret_text_forms(text))
     return sorted(found, key=len, reverse=True)
+
+
+def secret_text_forms(text: str) -> set[str]:
+    """Every form of ``text`` and of ``text`` without its leading and trailing
+    whitespace (a tool that trims a secret's newline, ``tr -d '\\n'`` or
+    ``head -c``, prints that), each as :func:`secret_forms` and, for text that
+    holds bytes that are not UTF-8, as tools print those bytes.  Empty for a
+    text shorter than 3 characters."""
+    found: set[str] = set()
+    for each in {text, text.strip()}:
+        if len(each) >= 3:
+            found.update(secret_forms(each))
+            found.update(_undecodable_forms(each))
+    return found
+
+
+def _undecodable_forms(text: str) -> set[str]:
+    """The forms tools print of a text whose bytes are not UTF-8 (surrogate-escaped,
+    as Python reads such an environment variable or file): ``$'...'`` and base64
+    of the original bytes (:func:`secret_forms` takes the surrogates' own code
+    points there).  Empty for any other text."""
+    if not _has_escaped_bytes(text):
+        return set()
+    import base64
+
+    raw = _original_bytes(text)
+    b64 = base64.b64encode(raw).decode("ascii")
+    return {
+        *(
+            "".join(
+                f"\\{ord(c) - 0xDC00:03o}" if "\udc80" <= c <= "\udcff" else _ansi_c(c, utf8=utf8)
+                for c in text
+            )
+            for utf8 in (True, False)
+        ),
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+    }
+
+
+def secret_bytes_forms(forms: Iterable[str]) -> list[bytes]:
+    """The bytes of each of ``forms`` that is not UTF-8 (it holds surrogate-escaped
+    bytes), longest first: command output must be scrubbed of those before it is
+    decoded, since decoding turns them into U+FFFD and the text forms no longer
+    match.  A UTF-8 form decodes unchanged and is scrubbed as text."""
+    found = {_original_bytes(form) for form in forms if _has_escaped_bytes(form)}
+    return sorted(found, key=len, reverse=True)
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _has_escaped_bytes(text: str) -> bool:
+    """Does ``text`` hold bytes that were not UTF-8 (as surrogateescape decodes them)?"""
+    return not text.isascii() and _ESCAPED_BYTE.search(text) is not None
 
 
 #: What bash's ``printf %q`` puts a backslash before (its ``bstab`` table).

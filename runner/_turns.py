@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shlex
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._events import decode_output
 from ._model import (
     Completed,
     Failed,
@@ -33,7 +33,7 @@ from ._model import (
     ToolCallRecord,
     TurnResult,
 )
-from .sandboxes.base import Sandbox
+from .sandboxes.base import FileTooLargeError, Sandbox
 
 DEFAULT_MAX_TOOL_CALLS = 50  # Agent(max_tool_calls=...) has the same default
 
@@ -103,6 +103,7 @@ def _bash_output(result: Any) -> str:
 
 
 #: ``read_file`` refuses bigger files: the model gets a hint to read parts.
+#: No more than this and one byte leave the sandbox for one call.
 READ_FILE_LIMIT = 1 << 20
 #: Mistral's rule for tool-call ids; an id of this shape suits every server.
 VALID_CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
@@ -188,17 +189,21 @@ async def run_tool(sandbox: Sandbox, call: PreparedCall) -> ToolCallRecord:
             )
         if call.requested_name == "read_file":
             path = str(arguments["path"])
-            size = await sandbox.execute(f"stat -L -c %s -- {shlex.quote(path)}")
-            if size.exit_code == 0 and int(size.stdout.strip() or 0) > READ_FILE_LIMIT:
+            try:
+                # The limit holds inside the read (at most READ_FILE_LIMIT + 1
+                # bytes leave the sandbox), never through a separate stat,
+                # which resolves the path apart from the read (issue 26).
+                data = await sandbox.read_file_limited(path, READ_FILE_LIMIT)
+            except FileTooLargeError as exc:
+                size = f"{exc.size} bytes" if exc.size is not None else f"over {exc.limit} bytes"
                 return ToolCallRecord(
                     name,
                     arguments,
-                    f"error: {path} is {size.stdout.strip()} bytes; read parts of it with bash "
-                    "(head, tail, sed -n)",
+                    f"error: {path} is {size}; read parts of it with bash (head, tail, sed -n)",
                     True,
                 )
-            data = await sandbox.read_file(path)
-            return ToolCallRecord(name, arguments, cap_output(data.decode("utf-8", "replace")))
+            # Only what was kept (at most the limit) is decoded.
+            return ToolCallRecord(name, arguments, cap_output(decode_output(data)))
         if call.requested_name == "write_file":
             content = str(arguments["content"])
             await sandbox.write_file(str(arguments["path"]), content)

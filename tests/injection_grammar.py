@@ -595,10 +595,156 @@ class Gen:
                     (1, RISKY, self.jinja_risky),
                     (0.5, RISKY, self.case_risky),
                     (0.4, RISKY, self.comment_risky),
+                    # issue 25: where a value flows, and lines that rebind names
+                    (1, RISKY, self.flow_into_reader),
+                    (1, RISKY, self.read_then_use),
+                    (0.6, RISKY, self.rebinding_line),
+                    (0.6, RISKY, self.quoted_name),
+                    (0.6, RISKY, self.option_word),
+                    (0.5, RISKY, self.split_substitution),
+                    (0.6, SUBTLE, self.flow_safe),
                 ]
             )
         finally:
             self.depth -= 1
+
+    # -- data flow (issue 25): a value reaches a reader that runs it ----------------
+
+    def reader(self) -> str:
+        """A command that reads its stdin, maybe as code."""
+        return self.tiered(
+            ["cat", "argv", "cat >/dev/null"],
+            ["{ cat; }", 'while read -r l; do echo "$l"; done'],
+            [
+                "bash",
+                "sh",
+                "source /dev/stdin",
+                "bash -s",
+                'while read -r l; do sh -c "$l"; done',
+                '{ read -r l; eval "$l"; }',
+                "sh /dev/stdin",
+            ],
+        )
+
+    def flow_into_reader(self) -> str:
+        """A value fed to a reader: a here-string, a redirect from a process
+        substitution, a pipe (through harmless stages first), a file."""
+        reader, ph = self.reader(), self.ph()
+        return self.r.choice(
+            [
+                f"{reader} <<< {ph}",
+                f"{reader} < <(echo {ph})",
+                f"echo {ph} | {reader}",
+                f"echo {ph} | cat | {reader}",
+                f'echo "$(echo {ph})" | {reader}',
+                f"{{ echo {ph}; }} | {reader}",
+                f"echo {ph} > flow.txt; {reader} < flow.txt",
+                f"echo {ph} > flow.sh; sh flow.sh",
+                f"echo {ph} > ./flow.sh; bash ./flow.sh",
+            ]
+        )
+
+    def read_then_use(self) -> str:
+        """read/mapfile move a value into a variable, which is then used."""
+        name = self.r.choice(["N", "M", "REPLY", "l"])
+        quoted_name = self.r.choice([name, f'"{name}"', f"'{name}'", name[0] + "''" + name[1:]])
+        source = self.r.choice([f"<<< {self.ph()}", f"< <(echo {self.ph()})"])
+        read = self.r.choice(
+            [
+                f"read -r {quoted_name} {source}",
+                f"IFS= read -r {quoted_name} {source}",
+                f"read {source}" if name == "REPLY" else f"read -r {name} {source}",
+                f"mapfile -t {name} {source}",
+                f"read -ra {name} {source}",
+            ]
+        )
+        use = self.tiered(
+            [f'echo "${name}"', f'echo "${{{name}}}"'],
+            [f'case "${name}" in a) ;; esac'],
+            [
+                f"(( {name} ))",
+                f"echo $(( {name} + 1 ))",
+                f"echo $(( ${name} ))",
+                f"a[{name}]=1",
+                f"[[ ${name} -eq 1 ]]",
+                f's=abc; echo "${{s:{name}}}"',
+                f"m={name}; (( m ))",
+                f'sh -c "${name}"',
+                f"${name}",
+                f"argv ${name}",
+                f'[ -v "${name}" ]',
+            ],
+        )
+        return f"{read}; {use}"
+
+    def rebinding_line(self) -> str:
+        """A line with no value that changes what a later line means."""
+        line = self.r.choice(
+            [
+                "hash -p /bin/sh argv",
+                "BASH_CMDS[argv]=/bin/sh",
+                "BASH_ALIASES[argv]=eval",
+                "enable -n echo; hash -p /bin/sh echo",
+                "builtin alias argv=eval\nshopt -s expand_aliases",
+                "eval 'argv() { sh -c \"$1\"; }'",
+                'command_not_found_handle() { sh -c "$2"; }',
+                "trap 'eval \"$BASH_COMMAND\"' DEBUG",
+                "set -o posix",
+                "PATH=/nowhere",
+            ]
+        )
+        use = self.r.choice([f"argv -c {self.ph()}", f"echo -c {self.ph()}", f"nosuch {self.ph()}"])
+        return f"{line}\n{use}"
+
+    def quoted_name(self) -> str:
+        """A name spelled with quotes, or built at run time."""
+        ph = self.ph()
+        return self.r.choice(
+            [
+                f'declare -i "N"; N={ph}',
+                f"declare -n R=X; X={ph}; (( R ))",
+                f"n=X; X={ph}; (( n ))",
+                f"PRE_a={ph}; for n in ${{!PRE*}}; do (( $n )); done",
+                f'X={ph}; echo "${{!X}}"',
+                f'X={ph}; echo "${{X@P}}"',
+                f"read -r C''NT <<< {ph}; (( CNT ))",
+            ]
+        )
+
+    def option_word(self) -> str:
+        """An option word bash sees only after quote removal or substitution."""
+        ph = self.ph()
+        return self.r.choice(
+            [
+                f'printf "-v" {ph} %s x',
+                f"printf \\-v {ph} %s x",
+                f'test "-v" {ph}',
+                f"test $(echo -v) {ph}",
+                f'o=-v; [ "$o" {ph} ]',
+                f"printf {ph} x",
+            ]
+        )
+
+    def split_substitution(self) -> str:
+        """An unquoted $( ) that carries a value: split into words again."""
+        ph = self.ph()
+        return self.r.choice([f"[ $(echo {ph}) ]", f"argv $(echo {ph})", f"test $(cat <<< {ph})"])
+
+    def flow_safe(self) -> str:
+        """Flows that stay data: the checker should accept them."""
+        ph = self.ph()
+        return self.r.choice(
+            [
+                # read splits a value into lines: echo, not the probe, gets them
+                f'read -r N <<< {ph}; echo "$N"',
+                f'IFS= read -r l <<< {ph}; echo "$l"',
+                f'mapfile -t A <<< {ph}; echo "${{A[@]}}"',
+                f'echo {ph} | while IFS= read -r l; do echo "$l"; done',
+                f"cat <<< {ph} | cat",
+                f'echo "$(echo {ph})"',
+                f'for i in {ph}; do argv "$i"; done',
+            ]
+        )
 
     def simple(self) -> str:
         """A simple command: the probe with strict words, or a loose command."""

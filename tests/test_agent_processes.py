@@ -15,6 +15,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import anyio
 import pytest
 from chat_server import ChatServer, assistant
 from conftest import RUNNER_CLI
@@ -192,3 +193,103 @@ def test_the_yaml_option_reaches_the_agent(tmp_path: Path) -> None:
     config.write_text("version: 1\nagent:\n  model: m\n  keep_background_processes: 1\n")
     with pytest.raises(ConfigError, match="keep_background_processes"):
         load(config)
+
+
+class Destroyed(agents.SandboxHook):
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def on_destroy(self, ctx: agents.SandboxCallbackContext) -> None:
+        self.ran.append("on_destroy")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("failure", [RuntimeError("the engine is gone"), "hang", None])
+async def test_no_on_destroy_runs_beside_processes_that_could_not_be_killed(
+    failure, monkeypatch
+) -> None:
+    """If the processes cannot be killed (or the kill does not finish in
+    time), no ``on_destroy`` runs beside them: the close reports why and
+    still deletes the sandbox.  When the kill works, it comes first."""
+    from runner import _lifecycle
+    from runner.testing import InMemorySandbox, RecordingSandbox
+
+    order: list[str] = []
+
+    class Stubborn(InMemorySandbox):
+        async def end_processes(self, *, since=None):
+            order.append("end_processes")
+            if failure == "hang":
+                await anyio.sleep_forever()
+            if failure is not None:
+                raise failure
+            return 0
+
+    class Environment(RecordingSandbox):
+        async def create(self, *, session_id, expires_at):
+            sandbox = Stubborn(self, session_id)
+            self.sandboxes.append(sandbox)
+            return sandbox
+
+    monkeypatch.setattr(_lifecycle, "END_PROCESSES_SECONDS", 0.2)
+    hook = Destroyed()
+    hook.ran = order
+    env = Environment(hooks=[hook])
+    session = await agents.Agent(model="m", environment=env).start_session()
+    await session.close()
+    assert env.sandboxes[0].deleted
+    if failure is None:
+        assert order == ["end_processes", "on_destroy"]
+        assert session.destroy_failures == []
+    else:
+        assert order == ["end_processes"]
+        (reported,) = session.destroy_failures
+        why = "timed out" if failure == "hang" else "the engine is gone"
+        assert f"could not be stopped ({why})" in str(reported)
+        assert "no on_destroy hook ran" in str(reported)
+
+
+class SavesAfterTheAgent(agents.SandboxHook):
+    """An ``on_destroy`` that needs one process (as every step does)."""
+
+    def __init__(self) -> None:
+        self.results: list[agents.SandboxExecutionResult] = []
+
+    async def on_destroy(self, ctx: agents.SandboxCallbackContext) -> None:
+        self.results.append(await ctx.sandbox.execute("echo ok"))
+
+
+@pytest.mark.anyio
+async def test_processes_holding_every_pid_are_killed_before_on_destroy(
+    docker_on_every_image,
+) -> None:
+    """The agent's loop (kept past its turn) holds every pid the container
+    may have, so no process can start, the killer's own included: it gets
+    a little room above the limit for that moment, and the hook's step then
+    runs.  Without the kill, the step could not start (exit 126)."""
+    hook = SavesAfterTheAgent()
+    fill = "(while :; do sleep 1000 & done) >/dev/null 2>&1 &"
+    replies = [
+        assistant(None, ("c1", "bash", {"command": fill})),
+        assistant(None, ("c2", "bash", {"command": "sleep 2"})),
+        assistant("done"),
+    ]
+    with ChatServer(replies) as server:
+        model = agents.ChatCompletionsModel(
+            "test-model", base_url=server.url, api_key="sk-test", backoff_seconds=0.01
+        )
+        env = docker_on_every_image.environment(hooks=[hook], pids_limit=32)
+        agent = agents.Agent(model=model, environment=env, keep_background_processes=True)
+        async with await agent.start_session() as session:
+            await session.run("go")
+            # A subshell needs a new process in every shell (busybox runs
+            # `true` itself, without one, when its helper is a shell).
+            for _ in range(100):  # until the loop holds them all (slower on a loaded machine)
+                full = await session.sandbox.execute("( : ) && echo forked")
+                if "forked" not in full.stdout:
+                    break
+                await anyio.sleep(0.1)
+            assert "forked" not in full.stdout, "the pids were not all taken"
+    assert session.destroy_failures == []
+    (result,) = hook.results
+    assert (result.exit_code, result.stdout) == (0, "ok\n"), result

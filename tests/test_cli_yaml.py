@@ -54,11 +54,15 @@ agent:
     hooks:
       - name: capture
         on_create:
-          - run: >-
-              python3 -c 'import json, sys; open("args.json", "w").write(json.dumps(sys.argv[1:]));
-              open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))'
-              {{ v.text }}
-          - run: ls -A > listing.txt
+          # A program of its own, not `python3 -c`: an interpreter never gets a value.
+          - write: capture
+            content: |
+              #!/usr/bin/env python3
+              import json, sys
+              open("args.json", "w").write(json.dumps(sys.argv[1:]))
+              open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))
+          - run: chmod +x capture && ./capture {{ v.text }}
+          - run: rm capture && ls -A > listing.txt
         on_destroy:
           - save: args.json
             to: args.json
@@ -178,6 +182,7 @@ def test_render_prints_quoted_commands_in_lifecycle_order(tmp_path) -> None:
         tmp_path,
         """\
         version: 1
+        consumers: [curl]
         inputs:
           acme.repository:
             as: repo
@@ -588,7 +593,13 @@ agent:
     hooks:
       - name: uses-token
         on_create:
-          - run: "python3 -c 'import sys; sys.stderr.write(\\"x\\" * 1500 + sys.argv[1] + \\"y\\" * 900); sys.exit(2)' {{ tok.token }}"
+          - write: long-error
+            content: |
+              #!/usr/bin/env python3
+              import sys
+              sys.stderr.write("x" * 1500 + sys.argv[1] + "y" * 900)
+              sys.exit(2)
+          - run: chmod +x long-error && ./long-error {{ tok.token }}
 """
 
 
@@ -710,6 +721,7 @@ def test_no_leading_dash_refuses_a_negative_number_from_the_command_line(tmp_pat
         tmp_path,
         """\
         version: 1
+        consumers: [git]
         inputs:
           ci.fetch:
             as: fetch

@@ -70,6 +70,7 @@ async def test_yaml_and_python_hooks_send_identical_commands(tmp_path) -> None:
         tmp_path,
         REPOSITORY_INPUT
         + """\
+consumers: [git]
 agent:
   model: m
   environment:

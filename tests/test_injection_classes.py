@@ -68,6 +68,8 @@ CLASSES = [
     pytest.param("echo ${x:-{{ x.v }}}", (), id="parameter-default"),
     pytest.param("a=({{ x.v }})", (), id="array"),
     pytest.param("a[{{ x.v }}]=1", (), id="subscript"),
+    # a function anywhere in a script with values (part 2: it rebinds a name)
+    pytest.param("f() { echo hi; }\nf\necho {{ x.v }}", (), id="function-elsewhere"),
 ]
 
 
@@ -117,7 +119,7 @@ def test_a_markup_value_is_quoted_as_plain_text() -> None:
 def test_a_static_command_with_a_tainted_env_value_is_checked_at_run_time() -> None:
     """No Jinja in the command, but the step's env holds a value."""
     template = Template("echo $(( V + 0 ))", True, frozenset(), None, frozenset({"V"}))
-    with pytest.raises(UnsafeTemplateError, match=r"\[tainted-variable\]"):
+    with pytest.raises(UnsafeTemplateError, match=r"\[arithmetic\]"):
         template.render({})
 
 
@@ -174,7 +176,6 @@ SAFE = [
     "env A=1 echo {{ x.v }}",
     "if true; then echo --={{ x.v }}; fi",
     'case {{ x.v }} in *) echo "matched";; esac',
-    "f() { echo hi; }\nf\necho {{ x.v }}",
     "{% for i in x.items %}echo {{ i }} {{ x.v }}\n{% endfor %}",
 ]
 
@@ -219,7 +220,7 @@ def test_a_templated_env_value_cannot_set_a_shell_control_variable(tmp_path: Pat
     path = tmp_path / "agent.yaml"
     path.write_text(json.dumps(document))
     (problem,) = validate_file(path)
-    assert "BASH_ENV" in problem.message and "changes how the shell runs" in problem.message
+    assert "BASH_ENV" in problem.message and "reads it as code or options" in problem.message
 
 
 def test_run_time_refusal_through_the_cli_exits_2_and_runs_nothing(tmp_path: Path) -> None:

@@ -187,15 +187,17 @@ def test_nul_is_refused_anywhere_and_a_leading_dash_where_asked() -> None:
     with pytest.raises(SessionInputError) as caught:
         plain.from_value({"a": [{"b": "x\0y"}]})
     assert str(caught.value) == "session input 'acme.v' field 'a.0.b' contains a NUL character"
-    assert plain.from_value({"a": "-x"}).to_dict() == {"a": "-x"}
-    for value, path in [({"a": "-x"}, "a"), ({"n": [1, -5]}, "n.1"), ({"f": -0.5}, "f")]:
+    assert plain.from_value({"a": "-x", "b": "+x"}).to_dict() == {"a": "-x", "b": "+x"}
+    cases = [({"a": "-x"}, "a", "-"), ({"n": [1, -5]}, "n.1", "-"), ({"f": -0.5}, "f", "-")]
+    cases += [({"a": "+!sh"}, "a", "+"), ({"n": ["x", "+5"]}, "n.1", "+")]
+    for value, path, first in cases:
         with pytest.raises(SessionInputError) as caught:
             no_dash.from_value(value, consumer="hook h")
         assert str(caught.value).startswith(
-            f"hook h: session input 'acme.v' field {path!r} starts with '-', which this input "
-            "refuses (no_leading_dash)"
+            f"hook h: session input 'acme.v' field {path!r} starts with '{first}', which this "
+            "input refuses (no_leading_option)"
         )
-    assert no_dash.from_value({"a": "x-", "b": True, "n": 5}).to_dict()["n"] == 5
+    assert no_dash.from_value({"a": "x-", "b": True, "c": "x+", "n": 5}).to_dict()["n"] == 5
 
 
 def test_closest_finds_misspellings_and_shortenings_only() -> None:
@@ -450,7 +452,7 @@ def test_each_refusal_reads_exactly_with_and_without_a_consumer_and_names_its_in
     mismatch = "expected session input 'acme.repo', got AcmeOther with input_id 'acme.other'"
     dash = (
         "session input 'acme.v' field 'a' starts with '-', which this input refuses "
-        "(no_leading_dash): a command could read it as an option"
+        "(no_leading_option): a command could read it as an option"
     )
     cases = [
         (lambda: Repo.from_value(["x"]), "acme.repo", "session input 'acme.repo' must be a "

@@ -119,8 +119,19 @@ def test_a_secret_file_that_is_a_symlink_out_of_the_folder_is_refused(tmp_path) 
     assert "host secret" not in str(error)
 
 
-def test_a_secret_file_that_is_not_utf8_is_refused(tmp_path) -> None:
-    (tmp_path / "bin").write_bytes(b"\xff\xfe")
-    error = refusal({"s": {"from_file": "bin"}}, tmp_path)
-    assert str(error).startswith("secret 's': cannot read bin: ")
+def test_a_secret_file_that_is_not_utf8_is_kept_as_its_bytes(tmp_path) -> None:
+    """A binary key is read as it is (issue 25, item 8): its bytes that are not
+    UTF-8 are surrogate-escaped, as Python reads such an environment variable,
+    so a step gets the original bytes back and scrubbing can match them.  It
+    used to be refused with a UnicodeDecodeError."""
+    (tmp_path / "bin").write_bytes(b"k\xff\xfe-key\x80\n")
+    (value,) = provide({"s": {"from_file": "bin"}}, tmp_path).values()
+    assert value == "k\udcff\udcfe-key\udc80"  # one trailing newline dropped, as for text
+    assert value.encode("utf-8", "surrogateescape") == b"k\xff\xfe-key\x80"
+
+
+def test_a_refused_secret_file_hides_the_error_behind_it(tmp_path) -> None:
+    (tmp_path / "folder").mkdir()
+    error = refusal({"s": {"from_file": "folder"}}, tmp_path)
+    assert str(error).startswith("secret 's': cannot read folder: ")
     assert error.__cause__ is None and error.__suppress_context__  # `from None`

@@ -154,11 +154,11 @@ def test_a_nul_in_a_command_is_a_problem_at_its_offset() -> None:
 
 def test_a_plain_command_with_a_tainted_variable_is_checked_with_positions() -> None:
     template, problems = compile_template(
-        'echo ok\neval "$V"', shell=True, fields_by_name={}, tainted_env=["V"]
+        "echo ok\necho $V", shell=True, fields_by_name={}, tainted_env=["V"]
     )
     assert template is None
     ((offset, message),) = [(p.offset, p.message) for p in problems]
-    assert offset == len("echo ok\n") and "[tainted-variable]" in message
+    assert offset == len("echo ok\necho ") and "[tainted-variable]" in message
     plain, problems = compile_template(
         'echo "$V"', shell=True, fields_by_name={}, tainted_env=["V"]
     )
@@ -371,3 +371,161 @@ def test_the_skeletons_are_every_text_a_template_can_print(source, variants) -> 
     skeletons, outputs = shell_skeletons(_SHELL.parse(source), lambda i: f"<{i}>")
     assert skeletons == variants
     assert len(outputs) == source.count("{{")
+
+
+# --- issue 25: the guard around each {{ }} that reads a flagged input -------------
+
+from runner.config.templates import (  # noqa: E402
+    GUARD_FILTER,
+    MASKED_CONTEXT,
+    InputGuard,
+    OptionLikeValueError,
+    guard_outputs,
+)
+
+OPT = InputGuard("'acme.x'", True, False)
+SECRET = InputGuard("'acme.s'", False, True)
+BOTH = InputGuard("'acme.b'", True, True)
+
+
+def guarded(source: str, *, shell: bool = True, options: bool = True) -> Template:
+    names = {"x": None, "s": None, "b": None, "p": None}
+    template, problems = compile_template(source, shell=shell, fields_by_name=names)
+    assert not problems, problems
+    by_id = {"acme.x": OPT, "acme.s": SECRET, "acme.b": BOTH}
+    guard_outputs(template, {"x": OPT, "s": SECRET, "b": BOTH}, by_id, options=options)
+    return template
+
+
+def values(**extra) -> dict:
+    context = {
+        "x": Fields({"v": " -zq", "w": "ok", "l": [" a", "+b"], "n": 5}),
+        "s": Fields({"t": "Hidden-Word"}),
+        "b": Fields({"v": "+both"}),
+        "p": Fields({"v": "-plain"}),
+        "session": Fields({"id": "sess_1"}),
+    }
+    context["inputs"] = Fields({"acme.x": context["x"], "acme.plain": context["p"]})
+    return {**context, **extra}
+
+
+def wrapped(template: Template) -> list[list]:
+    """The guard arguments of each {{ }} that has one, in order."""
+    from jinja2 import nodes
+
+    return [
+        [a.value for a in node.args]
+        for node in template.tree.find_all(nodes.Filter)
+        if node.name == GUARD_FILTER
+    ]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "ls {{ x.v | trim }}",
+        "ls {{ x.w }} {{ x.v | trim }}",
+        "{% set y = x.v %}{% set z = y | trim %}ls {{ z }}",  # a chain of sets
+        "{% for a in x.l %}{% if loop.last %}ls {{ a }}{% endif %}{% endfor %}",
+        "{% for a, c in [[x.v, 1]] %}ls {{ c }} {{ a | trim }}{% endfor %}",  # a tuple target
+        "ls {{ inputs['acme.x'].v | trim }}",
+        "ls {{ -x.n }}",
+    ],
+)
+def test_a_word_from_a_no_leading_option_input_may_not_start_like_an_option(source) -> None:
+    template = guarded(source)
+    with pytest.raises(OptionLikeValueError) as caught:
+        template.render(values())
+    message = str(caught.value)
+    assert message.startswith("the {{ }} on line 1 prints a word read from input 'acme.x', ")
+    assert "which is declared no_leading_option, and that word starts with " in message
+    assert message.endswith(
+        "(after the template's filters): a program could read it as an option; "
+        "the value is not shown"
+    )
+    assert "zq" not in message and "-5" not in message and "+b" not in message
+
+
+def test_the_guard_names_every_flagged_input_it_reads_and_its_line() -> None:
+    template = guarded("true\nls {{ x.w ~ b.v }}")
+    assert wrapped(template) == [[("'acme.b'", "'acme.x'"), True, 2]]
+    with pytest.raises(OptionLikeValueError) as caught:
+        guarded("ls {{ b.v ~ x.w }}").render(values())
+    assert "from input 'acme.b' and 'acme.x', " in str(caught.value)
+    assert "starts with '+'" in str(caught.value)
+
+
+def test_what_reads_no_flagged_input_is_left_alone() -> None:
+    template = guarded(
+        "ls {{ p.v }} {{ session.id }} {{ inputs['acme.plain'].v }} {% if x.n %}-n{% endif %}"
+    )
+    assert wrapped(template) == []
+    assert template.render(values()) == "ls '-plain' 'sess_1' '-plain' -n"
+
+
+def test_a_computed_key_or_a_loop_over_inputs_reads_every_input() -> None:
+    assert wrapped(guarded("{% for k in inputs %}ls {{ k }}{% endfor %}")) == [
+        [("'acme.b'", "'acme.x'"), True, 1]
+    ]
+    assert wrapped(guarded("{% set k = 'acme.x' %}ls {{ inputs[k].v }}")) == [
+        [("'acme.b'", "'acme.x'"), True, 1]
+    ]
+    assert wrapped(guarded("ls {{ inputs.other }}")) == []  # an input with no guard
+    assert wrapped(guarded("ls {{ inputs['acme.s'].t }}")) == [[(), True, 1]]
+
+
+def test_a_value_that_stays_a_plain_word_passes_and_is_printed_unchanged() -> None:
+    template = guarded("ls {{ x.w }} {{ x.v | replace(' -', 'o') }} {{ x.n }}")
+    assert template.render(values()) == "ls 'ok' 'ozq' '5'"
+
+
+def test_text_templates_are_guarded_too_unless_options_are_off() -> None:
+    env_value = guarded("{{ x.v | trim }}", shell=False)
+    with pytest.raises(OptionLikeValueError, match="starts with '-'"):
+        env_value.render(values())
+    content = guarded("{{ x.v | trim }}\n{{ x.l | last }}", shell=False, options=False)
+    assert wrapped(content) == []  # options off, and no secret read: no guard at all
+    assert content.render(values()) == "-zq\n+b"
+
+
+def test_a_rendered_secret_word_is_registered_in_every_form_unless_masked() -> None:
+    from runner._events import _secrets, scrubbed
+    from runner._inputs import secret_text_forms
+
+    token = _secrets.set(())
+    try:
+        template = guarded("echo {{ s.t | upper }} {{ x.w }}")
+        assert wrapped(template) == [[(), True, 1], [("'acme.x'",), False, 1]]
+        template.render(values(**{MASKED_CONTEXT: True}))  # a preview: nothing registered
+        assert _secrets.get() == ()
+        assert template.render(values()) == "echo 'HIDDEN-WORD' 'ok'"
+        assert set(_secrets.get()) == secret_text_forms("HIDDEN-WORD")
+        assert scrubbed("SEVERHIDDEN-WORD, SEVERDHIDDEN-WORDS") == "SEVER***, SEVERD***S"
+        text = guarded("{{ s.t | lower }}", shell=False, options=False)
+        assert text.render(values()) == "hidden-word"
+        assert "hidden-word" in _secrets.get()
+    finally:
+        _secrets.reset(token)
+
+
+def test_a_guard_is_compiled_in_even_after_a_first_render() -> None:
+    names = {"x": None}
+    template, _ = compile_template("ls {{ x.v | trim }}", shell=True, fields_by_name=names)
+    assert template.render(values()) == "ls '-zq'"  # compiled without a guard
+    guard_outputs(template, {"x": OPT}, {})
+    with pytest.raises(OptionLikeValueError):
+        template.render(values())
+    assert guard_outputs(None, {"x": OPT}, {}) is None  # nothing compiled: nothing to do
+    static, _ = compile_template("ls -la", shell=True, fields_by_name=names)
+    guard_outputs(static, {"x": OPT}, {})
+    assert static.render({}) == "ls -la"
+
+
+def test_no_template_can_name_the_guard() -> None:
+    """Its name holds a colon, which no Jinja name can: a text template (which
+    has no filter allow-list) cannot call it or pass it other arguments."""
+    from jinja2 import TemplateSyntaxError
+
+    assert ":" in GUARD_FILTER and ":" in MASKED_CONTEXT
+    with pytest.raises(TemplateSyntaxError):
+        _SHELL.parse("{{ x | runner:guard }}")

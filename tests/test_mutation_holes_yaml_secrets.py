@@ -142,3 +142,56 @@ async def test_a_failing_on_destroy_step_records_no_secret(tmp_path, monkeypatch
     assert "***" in failure.message
     assert_no_form(str(failure))
     assert_no_form(json.dumps(events, ensure_ascii=False))
+
+
+# --- issue 25, item 8: trimmed, filtered and non-UTF-8 secrets, in-process ---
+
+
+async def test_a_filtered_trimmed_or_binary_secret_reaches_the_caller_in_no_form(
+    tmp_path, monkeypatch
+):
+    """A `secret: true` input through `| upper`, a from_env secret with a trailing
+    newline printed trimmed, and a from_file secret that is not UTF-8 printed
+    raw: the exception chain and the events hold none of them."""
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "bin.key").write_bytes(b"Bin-key\xff\xfe-tail-part\n")
+    monkeypatch.setenv("TEST_TOKEN", "env-Token-value\r\n")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    path = tmp_path / "agent.yaml"
+    command = (
+        "printf '%s|%s|' {{ s.t | upper }} \"$(printf %s \"$T\" | tr -d '\\r\\n')\"; "
+        'printf %s "$B"; exit 3'
+    )
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            secrets:
+              token: {{from_env: TEST_TOKEN}}
+              bin: {{from_file: keys/bin.key}}
+            inputs:
+              acme.s:
+                as: s
+                secret: true
+                schema: {{type: object, properties: {{t: {{type: string}}}}}}
+            agent:
+              model: m
+              environment:
+                sandbox: local
+                hooks:
+                  - name: leaky
+                    on_create:
+                      - run: {json.dumps(command)}
+                        secrets: {{T: token, B: bin}}
+            """
+        )
+    )
+    agent = agents.load(path, output_dir=tmp_path / "out")
+    events: list[dict] = []
+    with listen(events.append), pytest.raises(StepFailedError) as info:
+        await agent.start_session(session_inputs={"acme.s": {"t": "input-Secret-word"}})
+    assert str(info.value).endswith("command exited 3: ***|***|***")
+    shown = [str(exc) for exc in chain(info.value)] + [json.dumps(events)]
+    for text in shown:
+        for fragment in ("INPUT-SECRET-WORD", "env-Token-value", "Bin-key", "tail-part"):
+            assert fragment not in text, (fragment, text)

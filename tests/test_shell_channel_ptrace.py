@@ -30,7 +30,6 @@ import anyio
 import pytest
 
 import runner as agents
-from runner.sandboxes import _docker_sandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -99,14 +98,13 @@ async def tmpfs_used(box: Any) -> int:
 
 
 async def test_a_traced_file_process_cannot_flood_or_forge_answers(
-    docker_backend: Any, monkeypatch: pytest.MonkeyPatch
+    docker_backend: Any,
 ) -> None:
     # The attacker's stopped child may hold a piece's FIFO open: root's copy
-    # then waits until the runner stops the piece, FILE_PIECE_KILL_SECONDS
+    # then waits until the runner stops the piece, file_piece_seconds
     # after asking (60 s), plus the helper's 2 s grace, and the read fails
     # with TimeoutError.  That is an allowed outcome; a few seconds instead
-    # of 60 keep the test short without changing it.
-    monkeypatch.setattr(_docker_sandbox, "FILE_PIECE_KILL_SECONDS", 4.0)
+    # of 60 (set below) keep the test short without changing it.
     payload, block = os.urandom(FILE_BYTES), attacker_block()
     events: list[dict[str, Any]] = []
     outcomes: list[str] = []
@@ -116,6 +114,7 @@ async def test_a_traced_file_process_cannot_flood_or_forge_answers(
         env = docker_backend.environment(exec_channel="shell")
         async with await agents.Agent(model="m", environment=env).start_session() as session:
             box = session.sandbox
+            box.file_piece_seconds = 4.0
             assert box.channel.kind == "shell"
             await box.write_file("big.bin", payload)
             await box.write_file("attacker.py", ATTACKER.read_bytes())

@@ -33,7 +33,7 @@ from .steps import (
     UploadStep,
     WriteStep,
 )
-from .templates import Template, compile_template
+from .templates import InputGuard, Template, compile_template, guard_outputs
 from .yaml_loader import Document
 
 #: Options each backend accepts beyond the common ones.
@@ -115,6 +115,7 @@ class _Compiler:
         self.document = document
         self.data: dict[str, Any] = document.data
         self.problems: list[ConfigProblem] = []
+        self.run_shell: str | None = None
         config_path = Path(document.file)
         self.paths = Paths(
             output_dir=(output_dir or Path.cwd()),
@@ -181,6 +182,13 @@ class _Compiler:
                     "$ref must point inside the schema (#/...): schemas are never fetched",
                 )
                 continue
+            if "no_leading_dash" in spec and "no_leading_option" in spec:
+                self.problem(
+                    (*path, "no_leading_dash"),
+                    "give only no_leading_option: no_leading_dash is its old name",
+                    at_key=True,
+                )
+                continue
             alias = spec.get("as")
             if alias in ("inputs", "session"):
                 self.problem((*path, "as"), f"{alias!r} is reserved; pick another name")
@@ -212,7 +220,10 @@ class _Compiler:
                     schema,
                     optional=not required,
                     secret=bool(spec.get("secret", False)),
-                    no_leading_dash=bool(spec.get("no_leading_dash", False)),
+                    # no_leading_dash is the old name of no_leading_option
+                    no_leading_dash=bool(
+                        spec.get("no_leading_option", spec.get("no_leading_dash", False))
+                    ),
                 ),
                 alias=alias,
                 required=required,
@@ -222,14 +233,45 @@ class _Compiler:
     # --- templates ----------------------------------------------------------
 
     def template(
-        self, path: JsonPath, source: str, *, shell: bool, tainted: Collection[str] = ()
+        self,
+        path: JsonPath,
+        source: str,
+        *,
+        shell: bool,
+        tainted: Collection[str] = (),
+        options: bool = True,
+        consumers: Collection[str] | None = None,
     ) -> Template | None:
+        """The compiled template of one step field.  Each ``{{ }}`` that reads a
+        ``no_leading_option`` or a secret input is guarded (``guard_outputs``):
+        its word may not start like an option (``options=False``: ``write``
+        content, which no program takes as an argument), and a secret's word is
+        scrubbed from output as the secret is."""
         names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
         template, problems = compile_template(
-            source, shell=shell, fields_by_name=names, tainted_env=tainted
+            source,
+            shell=shell,
+            fields_by_name=names,
+            tainted_env=tainted,
+            shell_name=self.run_shell,
+            consumers=consumers,
         )
         for problem in problems:
             self.problem_in_text(path, problem.offset, problem.message)
+        if template is not None and not template.is_static:
+            guards = {
+                d.input_id: InputGuard(
+                    repr(d.input_id), d.input_class.__no_leading_dash__, d.input_class.__secret__
+                )
+                for d in self.inputs.values()
+            }
+            guards = {input_id: g for input_id, g in guards.items() if g.options or g.secret}
+            by_name = {
+                d.alias: guards[d.input_id]
+                for d in self.inputs.values()
+                if d.alias and d.input_id in guards
+            }
+            guard_outputs(template, by_name, guards, options=options)
         return template
 
     def host_path(self, path: JsonPath, source: str) -> Template | None:
@@ -270,15 +312,21 @@ class _Compiler:
             # may not go into a variable that changes how the shell runs.
             tainted = {name for name, t in env.items() if t is not None and not t.is_static}
             if tainted:
-                from .shell_check import is_shell_control_name
+                from .shell_rules import is_code_bearing_env
             for name in sorted(tainted):
-                if is_shell_control_name(name):
+                if is_code_bearing_env(name):
                     self.problem(
                         (*path, "env", name),
-                        f"a templated value may not go into {name}: it changes how the shell "
-                        "runs; use another variable name",
+                        f"a templated value may not go into {name}: the shell or a program "
+                        "reads it as code or options; use another variable name",
                     )
-            command = self.template((*path, "run"), spec["run"], shell=True, tainted=tainted)
+            command = self.template(
+                (*path, "run"),
+                spec["run"],
+                shell=True,
+                tainted=tainted,
+                consumers=self.consumers(path, spec),
+            )
             cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})
@@ -298,7 +346,7 @@ class _Compiler:
                 )
         elif "write" in spec:
             target = self.template((*path, "write"), spec["write"], shell=False)
-            content = self.template((*path, "content"), spec["content"], shell=False)
+            content = self.template((*path, "content"), spec["content"], shell=False, options=False)
             templates = [target, content]
             if target and content:
                 step = WriteStep(label=label, path=target, content=content)
@@ -394,7 +442,31 @@ class _Compiler:
             hook.name = spec["name"]
         return hook
 
+    def consumers(self, path: JsonPath, spec: Mapping[str, Any]) -> frozenset[str] | None:
+        """The programs of strict mode for one run step: the file's ``consumers``
+        and the step's together (None: neither is given, the default mode)."""
+        file_level, step_level = self.data.get("consumers"), spec.get("consumers")
+        if file_level is None and step_level is None:
+            return None
+        self.check_consumers((*path, "consumers"), step_level or [])
+        return frozenset([*(file_level or []), *(step_level or [])])
+
+    def check_consumers(self, path: JsonPath, names: list[str]) -> None:
+        """A shell or an interpreter is never a consumer: it would run the value."""
+        from .shell_rules import is_interpreter
+
+        for index, name in enumerate(names):
+            if is_interpreter(name):
+                self.problem(
+                    (*path, index),
+                    f"{name!r} runs what it receives as code, so it can never be a consumer; "
+                    "pass the value to a program that treats it as data",
+                )
+
     def compile_hooks(self, environment: Mapping[str, Any]) -> list[SandboxHook]:
+        #: The shell run steps are checked as (None: bash, or sh on an image without it).
+        self.run_shell = environment.get("shell")
+        self.check_consumers(("consumers",), self.data.get("consumers") or [])
         hooks: list[SandboxHook] = []
         for index, spec in enumerate(environment.get("hooks") or []):
             path: JsonPath = ("agent", "environment", "hooks", index)

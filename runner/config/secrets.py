@@ -62,10 +62,12 @@ def _read(name: str, spec: Mapping[str, Any], config_dir: Path) -> str | None:
         return os.environ.get(spec["from_env"]) or None
     try:
         path = resolve_inside(config_dir, spec["from_file"], what=f"secret {name!r}")
-        text = read_regular_file(path, limit=MAX_SECRET_BYTES).decode("utf-8")
+        # Bytes that are not UTF-8 (a binary key) are kept, surrogate-escaped as
+        # in an environment variable: steps get the original bytes back.
+        text = read_regular_file(path, limit=MAX_SECRET_BYTES).decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         return None
-    except (HostPathError, OSError, UnicodeDecodeError) as exc:
+    except (HostPathError, OSError) as exc:
         raise SessionInputError(
             f"secret {name!r}: cannot read {spec['from_file']}: {exc}",
             input_id=SECRETS_INPUT_ID,

@@ -21,11 +21,11 @@ import anyio
 
 from .._dependencies import Depends
 from .._errors import AgentsError
-from .._events import emit
+from .._events import emit, scrubbed
 from .._hooks import SandboxCallbackContext, SandboxHook
 from .._inputs import MASK, SessionInput, scrub, secret_strings
 from .host_paths import resolve_inside
-from .templates import Fields, Template, UnsafeTemplateError
+from .templates import MASKED_CONTEXT, Fields, Template, UnsafeTemplateError
 
 
 class StepFailedError(AgentsError):
@@ -95,6 +95,8 @@ def template_context(
             context[binding.alias] = Fields(value)
     context["inputs"] = Fields(by_id)
     context["session"] = Fields({"id": session_id})
+    if mask_secrets:  # a preview: the words it prints are not secrets to register
+        context[MASKED_CONTEXT] = True
     return context
 
 
@@ -179,8 +181,10 @@ class RunStep(Step):
     ) -> dict:
         env = {name: value.render(context) for name, value in self.env.items()}
         env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
+        # Checked as the sandbox's shell reads it (None: bash, the default).
+        shell = getattr(ctx.sandbox, "shell", None)
         result = await ctx.sandbox.execute(
-            self.command.render(context),
+            self.command.render(context, shell=shell if isinstance(shell, str) else None),
             timeout_seconds=self.timeout_seconds,
             env=env or None,
             cwd=self.cwd.render(context) if self.cwd else None,
@@ -293,8 +297,10 @@ class SecretFileStep(Step):
         secrets: Mapping[str, str],
     ) -> dict:
         target = self.path.render(context)
-        await ctx.sandbox.write_file(target, secrets[self.secret])
-        result = await ctx.sandbox.execute(f"chmod 600 {shlex.quote(target)}")
+        # The bytes it was read from, also when they are not UTF-8 (surrogate-escaped).
+        data = secrets[self.secret].encode("utf-8", errors="surrogateescape")
+        await ctx.sandbox.write_file(target, data)
+        result = await ctx.sandbox.execute(f"chmod 600 -- {shlex.quote(target)}")
         if result.exit_code != 0:
             raise StepFailedError(f"chmod 600 failed: {result.stderr.strip()}", exit_code=1)
         return {}
@@ -389,7 +395,9 @@ class StepsHook(SandboxHook):
                 )
                 raise UnsafeTemplateError(f"step {index + 1} ({title}): {exc}") from None
             except Exception as exc:
-                message = _shorten(scrub(str(exc), secrets))
+                # scrubbed(): also the words rendered from secret inputs (after
+                # their filters), which the templates registered as they rendered.
+                message = _shorten(scrubbed(scrub(str(exc), secrets)))
                 emit(
                     "step_failed",
                     **common,

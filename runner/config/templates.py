@@ -27,6 +27,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes, pass_conte
 from jinja2.sandbox import SandboxedEnvironment
 
 from .._errors import AgentsError
+from .._inputs import OPTION_STARTS
 
 #: Names every template may use besides the declared input aliases.
 BUILTIN_NAMES = frozenset({"inputs", "session"})
@@ -132,11 +133,18 @@ class _RenderedValues:
     def sentinels(self) -> list[str]:
         return [self.sentinel(i) for i in range(len(self.quoted))]
 
-    def substitute(self, text: str) -> str:
+    def _pattern(self) -> Any:
         import re
 
-        pattern = re.compile(rf"'RV{self.nonce}x([0-9]+)'")
-        return pattern.sub(lambda m: self.quoted[int(m.group(1))], text)
+        return re.compile(rf"'RV{self.nonce}x([0-9]+)'")
+
+    def all_present(self, text: str) -> bool:
+        """Is every sentinel still in ``text``?  One scan, not one per value."""
+        found = {int(index) for index in self._pattern().findall(text)}
+        return len(found) == len(self.quoted)
+
+    def substitute(self, text: str) -> str:
+        return self._pattern().sub(lambda m: self.quoted[int(m.group(1))], text)
 
 
 _RENDERING: ContextVar[_RenderedValues | None] = ContextVar("runner_rendering", default=None)
@@ -219,8 +227,139 @@ def _unsafe_access(tree: nodes.Template) -> list[tuple[int, str]]:
     return found
 
 
+#: The private filter ``guard_outputs`` wraps a ``{{ }}`` in: a name the Jinja
+#: lexer cannot produce, so no template can call it, or know it is there.
+GUARD_FILTER = "runner:guard"
+#: A render context holding this key is a preview with secrets masked (progress
+#: titles, ``runner render``): its words are not secrets to register.
+MASKED_CONTEXT = "runner:masked"
+
+
+class InputGuard(NamedTuple):
+    """What the words read from one input must obey: ``label`` names it in
+    errors; ``options``: no word may start like an option (``no_leading_option``);
+    ``secret``: every word is a secret to scrub (``secret: true``)."""
+
+    label: str
+    options: bool
+    secret: bool
+
+
+def _guard_filter(as_text: Any) -> Any:
+    """The guard of one environment: ``as_text`` is how its finalize turns a value
+    into the text it prints, so the guard judges exactly that text."""
+
+    @pass_context
+    def guard(context: Any, value: Any, options: tuple[str, ...], secret: bool, line: int) -> Any:
+        text = as_text(value)
+        if options and text.startswith(OPTION_STARTS):
+            raise OptionLikeValueError(
+                f"the {{{{ }}}} on line {line} prints a word read from input "
+                f"{' and '.join(options)}, which is declared no_leading_option, and that word "
+                f"starts with {text[0]!r} (after the template's filters): a program could read "
+                "it as an option; the value is not shown"
+            )
+        if secret and not context.get(MASKED_CONTEXT):
+            from .._events import add_secrets
+            from .._inputs import secret_text_forms
+
+            add_secrets(secret_text_forms(text))
+        return value
+
+    return guard
+
+
+def guard_outputs(
+    template: Template | None,
+    by_name: Mapping[str, InputGuard],
+    by_input_id: Mapping[str, InputGuard],
+    *,
+    options: bool = True,
+) -> None:
+    """Wrap every ``{{ }}`` of ``template`` that reads a guarded input in the guard
+    filter, which sees the exact word printed, after the template's own filters.
+
+    ``by_name`` maps the names templates use (aliases) to their input's guard,
+    ``by_input_id`` the ids ``inputs['...']`` takes.  A ``{{ }}`` reads an input
+    when its expression names it, or names a variable a ``{% set %}`` or a
+    ``{% for %}`` took from it; ``inputs[...]`` with a computed key reads every
+    input.  ``options=False`` (``write`` content: data, not an argument) skips the
+    option check but still registers secrets.  Called once the template passed
+    every check (the guard filter is outside the allow-list).
+    """
+    if template is None or template.tree is None or not (by_name or by_input_id):
+        return
+    tree = template.tree
+    derived: dict[str, set[InputGuard]] = {}  # a set/for variable -> the guards it carries
+
+    def guards_of(node: nodes.Node) -> set[InputGuard]:
+        found: set[InputGuard] = set()
+        for name in [node, *node.find_all(nodes.Name)]:
+            if not isinstance(name, nodes.Name) or name.ctx != "load":
+                continue
+            if name.name in by_name:
+                found.add(by_name[name.name])
+            found |= derived.get(name.name, set())
+            if name.name == "inputs" and by_input_id:
+                found |= _inputs_read(node, name, by_input_id)
+        return found
+
+    changed = True
+    while changed:  # until every set/for variable carries all its guards
+        changed = False
+        for node in tree.find_all((nodes.Assign, nodes.For)):
+            source = node.node if isinstance(node, nodes.Assign) else node.iter
+            carried = guards_of(source)
+            for target in [node.target, *node.target.find_all(nodes.Name)]:
+                if not isinstance(target, nodes.Name):
+                    continue
+                known = derived.setdefault(target.name, set())
+                if not carried <= known:
+                    known.update(carried)
+                    changed = True
+    for output in tree.find_all(nodes.Output):
+        for index, child in enumerate(output.nodes):
+            if isinstance(child, nodes.TemplateData):
+                continue
+            found = guards_of(child)
+            labels = tuple(sorted({g.label for g in found if g.options})) if options else ()
+            secret = any(g.secret for g in found)
+            if not labels and not secret:
+                continue
+            line = child.lineno
+            output.nodes[index] = nodes.Filter(
+                child,
+                GUARD_FILTER,
+                [nodes.Const(labels), nodes.Const(secret), nodes.Const(line)],
+                [],
+                None,
+                None,
+                lineno=line,
+            )
+    template._compiled = None  # compiled on the next render, with the guards
+
+
+def _inputs_read(
+    expression: nodes.Node, name: nodes.Name, by_input_id: Mapping[str, InputGuard]
+) -> set[InputGuard]:
+    """The guards of the inputs ``inputs`` (the node ``name``) is indexed with
+    in ``expression``: ``inputs['id']`` or ``inputs.id`` reads that one input;
+    any other use of ``inputs`` (a computed key, a loop over it) reads them all."""
+    for node in [expression, *expression.find_all((nodes.Getitem, nodes.Getattr))]:
+        if isinstance(node, nodes.Getitem | nodes.Getattr) and node.node is name:
+            key = node.attr if isinstance(node, nodes.Getattr) else node.arg
+            if isinstance(key, nodes.Const):
+                key = key.value
+            if isinstance(key, str):
+                return {by_input_id[key]} if key in by_input_id else set()
+    return set(by_input_id.values())
+
+
 _SHELL = _environment(_sentinel_word)
 _TEXT = _environment(_text)
+# The guard each {{ }} that reads a flagged input is wrapped in (guard_outputs).
+_SHELL.filters[GUARD_FILTER] = _guard_filter(_scalar_text)
+_TEXT.filters[GUARD_FILTER] = _guard_filter(_text)
 
 
 class UnsafeTemplateError(TemplateSecurityError):
@@ -229,6 +368,12 @@ class UnsafeTemplateError(TemplateSecurityError):
     Raised before the command runs; the message names each position and its
     fix, never a value.
     """
+
+
+class OptionLikeValueError(UnsafeTemplateError):
+    """A word read from a ``no_leading_option`` input would reach its program
+    starting with ``-`` or ``+``, once the template's filters ran.  Raised before
+    the step runs; the message names the input, never the value."""
 
 
 class TemplateProblem(NamedTuple):
@@ -245,10 +390,11 @@ class Template:
     render, once, so that validating a large file pays only for parsing.
     A template without Jinja markup has no tree and renders as itself.
     ``tainted`` (run commands only) names environment variables that hold a
-    value, whose uses the run-time check follows too.
+    value, whose uses the run-time check follows too; ``consumers`` (None:
+    the default mode) the only programs that may receive a value.
     """
 
-    __slots__ = ("_compiled", "names", "shell", "source", "tainted", "tree")
+    __slots__ = ("_compiled", "consumers", "names", "shell", "source", "tainted", "tree")
 
     def __init__(
         self,
@@ -257,24 +403,28 @@ class Template:
         names: frozenset[str],
         tree: Any = None,
         tainted: frozenset[str] = frozenset(),
+        consumers: frozenset[str] | None = None,
     ) -> None:
         self.source = source
         self.shell = shell
         self.names = names
         self.tree = tree
         self.tainted = tainted
+        self.consumers = consumers
         self._compiled: Any = None
 
     @property
     def is_static(self) -> bool:
         return self.tree is None
 
-    def render(self, context: Mapping[str, Any]) -> str:
+    def render(self, context: Mapping[str, Any], *, shell: str | None = None) -> str:
         """The text to run.  For a ``run`` command this is the guarantee:
-        the exact text is checked with sentinels before any value goes in."""
+        the exact text is checked with sentinels before any value goes in,
+        as the shell that runs it (``shell``: its path or name; None: bash)
+        reads it."""
         if self.tree is None:
             if self.shell and self.tainted:
-                _refuse_unsafe(self.source, [], self.tainted)
+                _refuse_unsafe(self.source, [], self.tainted, shell, self.consumers)
             return self.source
         if self._compiled is None:
             environment = _SHELL if self.shell else _TEXT
@@ -288,21 +438,27 @@ class Template:
         finally:
             _RENDERING.reset(token)
         sentinels = values.sentinels
-        if any(s not in text for s in sentinels):
+        if not values.all_present(text):
             # A value was printed, then rewritten (an escaping or filtering tag):
             # the command would not hold the value the check saw.
             raise UnsafeTemplateError(
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        _refuse_unsafe(text, sentinels, self.tainted)
+        _refuse_unsafe(text, sentinels, self.tainted, shell, self.consumers)
         return values.substitute(text)
 
 
-def _refuse_unsafe(text: str, sentinels: list[str], tainted: Collection[str]) -> None:
+def _refuse_unsafe(
+    text: str,
+    sentinels: list[str],
+    tainted: Collection[str],
+    shell: str | None = None,
+    consumers: Collection[str] | None = None,
+) -> None:
     from .shell_check import check_script
 
-    findings = check_script(text, sentinels, tainted)
+    findings = check_script(text, sentinels, tainted, shell=shell, consumers=consumers)
     if findings:
         where = "; ".join(
             f"line {f.line}, column {f.column}"
@@ -545,11 +701,18 @@ def _placeholder_offsets(source: str) -> list[int]:
 
 
 def _shell_problems(
-    source: str, tree: nodes.Template | None, tainted: frozenset[str]
+    source: str,
+    tree: nodes.Template | None,
+    tainted: frozenset[str],
+    shell_name: str | None = None,
+    consumers: frozenset[str] | None = None,
 ) -> list[TemplateProblem]:
     """The early check of ``runner validate``: every if/for combination, parsed."""
-    from .shell_check import check_script
+    from functools import partial
 
+    from .shell_check import check_script as check
+
+    check_script = partial(check, shell=shell_name, consumers=consumers)
     if tree is None:
         findings = check_script(source, [], tainted)
         return [
@@ -589,7 +752,7 @@ def _shell_problems(
                 continue
             reported.add(key)
             if finding.index is None:
-                offset = 0
+                offset = _offset_of_line(source, finding.line)
             elif len(offsets) == len(outputs):
                 offset = offsets[finding.index]
             else:
@@ -604,21 +767,26 @@ def compile_template(
     shell: bool,
     fields_by_name: Mapping[str, frozenset[str] | None],
     tainted_env: Collection[str] = (),
+    shell_name: str | None = None,
+    consumers: Collection[str] | None = None,
 ) -> tuple[Template | None, list[TemplateProblem]]:
     """Compile ``source`` and check the names it uses.
 
     ``fields_by_name`` maps each usable name to the fields its schema declares
     (None: any field).  ``tainted_env`` (run commands): environment variables
-    of the step whose values are templated.  Returns the template (None when
-    there are problems) and the problems found.
+    of the step whose values are templated; ``shell_name`` the configured
+    shell (None: bash, or sh where the image has no bash); ``consumers`` the
+    programs of strict mode (None: the default mode).  Returns the template
+    (None when there are problems) and the problems found.
     """
     tainted = frozenset(tainted_env) if shell else frozenset()
+    strict = frozenset(consumers) if consumers is not None and shell else None
     if not any(marker in source for marker in ("{{", "{%", "{#")):
         # Plain text: nothing to compile (most step fields are like this).
-        problems = _shell_problems(source, None, tainted) if tainted else []
+        problems = _shell_problems(source, None, tainted, shell_name, strict) if tainted else []
         if problems:
             return None, problems
-        return Template(source, shell, frozenset(), tainted=tainted), []
+        return Template(source, shell, frozenset(), tainted=tainted, consumers=strict), []
     environment = _SHELL if shell else _TEXT
     try:
         tree = environment.parse(source)
@@ -665,7 +833,7 @@ def compile_template(
                     )
                 )
     if shell:
-        problems.extend(_shell_problems(source, tree, tainted))
+        problems.extend(_shell_problems(source, tree, tainted, shell_name, strict))
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
-    return Template(source, shell, names, tree, tainted), []
+    return Template(source, shell, names, tree, tainted, strict), []

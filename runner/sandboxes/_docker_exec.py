@@ -25,14 +25,22 @@ if TYPE_CHECKING:
 PROBE_SECONDS = 30.0
 #: How long one piece of a file (one whole file on the per-command path) may take.
 FILE_DEADLINE_SECONDS = 300.0
+#: How long the sandbox user's processes may take over one piece of a file
+#: (16 MiB over the channel; on the per-command path, how long the move may
+#: go without a byte) before the move is stopped and fails: the agent can
+#: stop its own processes (``kill -STOP -1``), and a stopped one must not
+#: hold a move, and a close's ``on_destroy`` budget, for long.
+FILE_PIECE_SECONDS = 60.0
 
 
 #: The per-command path's file moves, as the sandbox user: ``sh -c SCRIPT sh
-#: PATH``.  Exit statuses name the failure (see ``exec_file``).
+#: PATH [MAX]``.  Exit statuses name the failure (see ``exec_file``).  A read
+#: takes at most MAX bytes (the limit and one byte): the runner refuses the
+#: file past its limit, and no more than that ever leaves the sandbox.
 READ_SCRIPT = """\
 if [ -d "$1" ]; then exit 121; fi
 if [ -e "$1" ] && [ ! -f "$1" ]; then exit 122; fi
-exec cat -- "$1"
+exec head -c "$2" -- "$1"
 """
 #: Writes come in two execs: the first creates (or empties) the file, so a
 #: refusal comes back at once; only then does the second take the bytes.
@@ -62,6 +70,7 @@ def file_error(header: dict[str, Any], path: str) -> OSError:
         "IsADirectoryError": IsADirectoryError,
         "PermissionError": PermissionError,
         "NotADirectoryError": NotADirectoryError,
+        "TimeoutError": TimeoutError,  # the sandbox user's process was stopped
     }
     kind = kinds.get(header["error"], OSError)
     return kind(f"{path}: {header['message']}")
@@ -151,20 +160,25 @@ def exec_file(
     path: str,
     user: str,
     data: bytes | None = None,
+    *,
+    args: tuple[str, ...] = (),
+    idle_seconds: float = FILE_PIECE_SECONDS,
 ) -> Iterator[bytes]:
-    """Run ``script`` (``READ_SCRIPT``/``WRITE_SCRIPT``) on ``path`` as ``user``,
-    feeding it ``data`` on stdin; yield its stdout as it arrives, then raise
-    the ``OSError`` its exit status names.
+    """Run ``script`` (``READ_SCRIPT``/``WRITE_SCRIPT``) on ``path`` (and
+    ``args``) as ``user``, feeding it ``data`` on stdin; yield its stdout as
+    it arrives, then raise the ``OSError`` its exit status names.
 
-    Used where there is no helper: ``cat`` running as the sandbox user moves
-    the bytes, so the Engine's archive API (which reads and writes as root,
-    following the agent's links) is never used.  The whole move has a host
-    deadline of ``FILE_DEADLINE_SECONDS``.
+    Used where there is no helper: ``head``/``cat`` running as the sandbox
+    user move the bytes, so the Engine's archive API (which reads and writes
+    as root, following the agent's links) is never used.  The whole move has
+    a host deadline of ``FILE_DEADLINE_SECONDS``, and fails sooner, with
+    ``TimeoutError``, once no byte has moved for ``idle_seconds`` (a process
+    the agent stopped).
     """
     api = client.api
     exec_id = api.exec_create(
         container_id,
-        ["sh", "-c", script, "sh", path],
+        ["sh", "-c", script, "sh", path, *args],
         stdin=data is not None,
         stdout=True,
         stderr=True,
@@ -180,14 +194,14 @@ def exec_file(
             view = memoryview(data)
             try:
                 for start in range(0, len(data), 1 << 20):
-                    raw.settimeout(max(0.01, deadline - time.monotonic()))
+                    raw.settimeout(wait_at_most(deadline, idle_seconds))
                     raw.sendall(view[start : start + (1 << 20)])
                 raw.shutdown(socket.SHUT_WR)  # cat sees the end of its input
             except (BrokenPipeError, ConnectionResetError):
                 # The script ended early (it refused the file): its status says why.
                 with contextlib.suppress(OSError):
                     raw.shutdown(socket.SHUT_WR)
-        buffer = _SocketReader(raw, deadline)
+        buffer = _SocketReader(raw, deadline, idle_seconds)
         while True:
             head = buffer.read_exact(8, eof_ok=True)
             if head is None:
@@ -198,11 +212,14 @@ def exec_file(
             elif len(stderr) < 4096:
                 stderr += payload[: 4096 - len(stderr)]
     except TimeoutError:
-        raise OSError(
-            errno.ETIMEDOUT,
-            f"the sandbox did not finish moving the file in {FILE_DEADLINE_SECONDS:g} s",
-            path,
-        ) from None
+        if time.monotonic() >= deadline - 0.01:
+            reason = f"the sandbox did not finish moving the file in {FILE_DEADLINE_SECONDS:g} s"
+        else:
+            reason = (
+                f"the sandbox moved no byte of the file for {idle_seconds:g} s (a process of "
+                "the sandbox user's was stopped?); the move was stopped"
+            )
+        raise TimeoutError(errno.ETIMEDOUT, reason, path) from None
     finally:
         attached.close()
     code = api.exec_inspect(exec_id)["ExitCode"]
@@ -218,17 +235,24 @@ def exec_file(
     raise OSError(errno.EIO, message[-500:] or f"exit status {code}", path)
 
 
-class _SocketReader:
-    """Exact reads from a socket, each within an overall deadline."""
+def wait_at_most(deadline: float, idle_seconds: float) -> float:
+    """A socket timeout: until ``deadline``, and no more than ``idle_seconds``."""
+    return max(0.01, min(deadline - time.monotonic(), idle_seconds))
 
-    def __init__(self, raw: socket.socket, deadline: float) -> None:
+
+class _SocketReader:
+    """Exact reads from a socket, each within an overall deadline, and none
+    waiting longer than ``idle_seconds`` for its next bytes."""
+
+    def __init__(self, raw: socket.socket, deadline: float, idle_seconds: float) -> None:
         self._raw = raw
         self._deadline = deadline
+        self._idle = idle_seconds
         self._buffer = bytearray()
 
     def read_exact(self, size: int, *, eof_ok: bool = False) -> bytes | None:
         while len(self._buffer) < size:
-            self._raw.settimeout(max(0.01, self._deadline - time.monotonic()))
+            self._raw.settimeout(wait_at_most(self._deadline, self._idle))
             chunk = self._raw.recv(max(1 << 16, size - len(self._buffer)))
             if not chunk:
                 if eof_ok and not self._buffer:

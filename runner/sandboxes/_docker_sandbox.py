@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .._errors import SandboxUnavailableError
-from .._events import emit
+from .._events import decode_output, emit
 from ._docker_engine import DockerClient, remove_container, short_error
 from ._docker_exec import (
     CREATE_SCRIPT,
     FILE_DEADLINE_SECONDS,
+    FILE_PIECE_SECONDS,
     PROBE_SECONDS,
     READ_SCRIPT,
     WRITE_SCRIPT,
@@ -37,6 +38,8 @@ from ._docker_exec import (
 )
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from .base import (
+    MAX_FILE_BYTES,
+    READ_LIMIT,
     TIMEOUT_EXIT_CODE,
     FileTooLargeError,
     Sandbox,
@@ -61,11 +64,18 @@ SANDBOX_UID = SANDBOX_GID = 1000
 SANDBOX_HOME = "/home/sandbox"
 #: Files travel over the exec channel in pieces of this size.
 FILE_CHUNK_BYTES = 16 << 20
-#: How long one piece may take before the shell helper is told to stop it
-#: (the agent swapped the file for a FIFO nobody writes, say).
-FILE_PIECE_KILL_SECONDS = 60.0
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
+#: Exit status of a command killed by the kernel's out-of-memory killer (SIGKILL).
+OOM_EXIT_CODE = 128 + 9
+#: Prints the container's ``oom_kill N`` (cgroup v2, else v1).
+OOM_KILLS_COMMAND = (
+    "cat /sys/fs/cgroup/memory.events 2>/dev/null"
+    " || cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null; true"
+)
+#: Starts the rest of its arguments with oom_score_adj 1000, as the helpers
+#: start the sandbox user's commands (the per-command path).
+RAISE_OOM_SCORE = 'echo 1000 2>/dev/null >/proc/self/oom_score_adj; exec "$@"'
 #: Seconds between timeout's TERM and its KILL for a command that ignores TERM.
 KILL_GRACE_SECONDS = 2
 #: How long past a command's timeout the host waits before it stops waiting
@@ -173,6 +183,15 @@ class DockerSandbox(Sandbox):
         #: The container's pids limit (raised for a moment if the agent's
         #: processes took every pid when they are to be killed).
         self.pids_limit: int | None = None
+        #: The OOM killer's count when the channel started; whether the next
+        #: command reopens the channel (the helper died of out-of-memory).
+        self._oom_kills: int | None = None
+        self._reopen_channel = False
+        self._helper = "auto"
+        #: How long the sandbox user's processes may take over one piece of a
+        #: file before the move is stopped and fails (both helpers and the
+        #: per-command path; see ``FILE_PIECE_SECONDS``).
+        self.file_piece_seconds = FILE_PIECE_SECONDS
 
     @property
     def container_id(self) -> str:
@@ -248,6 +267,9 @@ class DockerSandbox(Sandbox):
             emit("exec_channel_unavailable", session_id=self.session_id, reason=str(exc))
             return
         self.channel = channel
+        self._helper = helper
+        if self._oom_kills is None:  # what a later loss of the channel is measured against
+            self._oom_kills = await self._oom_kill_count()
         emit(
             "exec_channel_started",
             session_id=self.session_id,
@@ -267,6 +289,10 @@ class DockerSandbox(Sandbox):
         Raises ``ChannelError`` if the channel is lost during the work; later
         calls then go through ``docker exec`` one by one.
         """
+        if self.channel is None and self._reopen_channel:
+            # The out-of-memory killer took the helper: start it again, once.
+            self._reopen_channel = False
+            await self.open_channel(self._helper)
         channel = self.channel
         if channel is None:
             return NO_CHANNEL
@@ -341,8 +367,22 @@ class DockerSandbox(Sandbox):
                 ),
             )
         except ChannelError as exc:
-            # Not re-run: it may have done part of its work.  255, as ssh
-            # reports a lost connection.
+            # Not re-run: it may have done part of its work.
+            if await self._lost_to_oom():
+                # The helper went to the out-of-memory killer: said as the
+                # kernel's SIGKILL of a command is (137), and the next
+                # command gets a new helper.
+                self._reopen_channel = True
+                limit = f" (memory limit {self.memory})" if self.memory else ""
+                return SandboxExecutionResult(
+                    exit_code=OOM_EXIT_CODE,
+                    stdout="",
+                    stderr=f"runner: out of memory{limit}: the kernel's out-of-memory killer "
+                    "ended the sandbox's exec helper during this command; the command may or "
+                    "may not have completed, and may still run\n",
+                    duration_seconds=time.perf_counter() - started,
+                )
+            # 255, as ssh reports a lost connection.
             return SandboxExecutionResult(
                 exit_code=CHANNEL_LOST_EXIT_CODE,
                 stdout="",
@@ -362,9 +402,9 @@ class DockerSandbox(Sandbox):
             stdout, stderr = body[: header["stdout_len"]], body[header["stdout_len"] :]
             return SandboxExecutionResult(
                 exit_code=header["exit_code"],
-                stdout=stdout.decode("utf-8", errors="replace"),
+                stdout=decode_output(stdout),  # scrubbed of non-UTF-8 secrets first
                 stderr=self._explain_kill(header["exit_code"], header["timed_out"])
-                + stderr.decode("utf-8", errors="replace"),
+                + decode_output(stderr),
                 timed_out=header["timed_out"],
                 duration_seconds=time.perf_counter() - started,
                 output_truncated=header["stdout_total"] != len(stdout)
@@ -379,6 +419,8 @@ class DockerSandbox(Sandbox):
             "-c",
             command,
         ]
+        if self._ids(root=root) is not None:  # the OOM killer's first choice, as over the channel
+            argv = [self.shell, "-c", RAISE_OOM_SCORE, "sh", *argv]
         exit_code, stdout, stderr, truncated = await self.client.call(
             exec_capped,
             self.container_id,
@@ -406,12 +448,48 @@ class DockerSandbox(Sandbox):
         )
         return SandboxExecutionResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
-            stdout=stdout.decode("utf-8", errors="replace"),
-            stderr=note + stderr.decode("utf-8", errors="replace"),
+            stdout=decode_output(stdout),  # scrubbed of non-UTF-8 secrets first
+            stderr=note + decode_output(stderr),
             timed_out=timed_out,
             duration_seconds=duration,
             output_truncated=truncated,
         )
+
+    async def _oom_kill_count(self, *, over_channel: bool = True) -> int | None:
+        """How many processes the out-of-memory killer has killed in the
+        container (cgroup v2's memory.events, v1's memory.oom_control), read
+        as root over the channel or through ``docker exec``; None if unknown."""
+        try:
+            if over_channel:
+                result = await self.execute_as_root(
+                    OOM_KILLS_COMMAND, timeout_seconds=PROBE_SECONDS
+                )
+                output = result.stdout
+            else:
+                _, out, _, _ = await self.client.call(
+                    exec_capped,
+                    self.container_id,
+                    ["sh", "-c", OOM_KILLS_COMMAND],
+                    {},
+                    "/",
+                    1 << 16,
+                    PROBE_SECONDS,
+                    "0:0",
+                )
+                output = out.decode("utf-8", "replace")
+        except Exception:  # no answer (the engine, a full container): unknown
+            return None
+        found = re.search(r"^oom_kill ([0-9]+)$", output, re.MULTILINE)
+        return int(found.group(1)) if found else None
+
+    async def _lost_to_oom(self) -> bool:
+        """Whether the out-of-memory killer killed something since the last
+        look (the channel's start): then it is what ended the channel."""
+        count = await self._oom_kill_count(over_channel=False)
+        if count is None:
+            return False
+        before, self._oom_kills = self._oom_kills or 0, count
+        return count > before
 
     def _explain_kill(self, exit_code: int, timed_out: bool) -> str:
         """A line for a command SIGKILLed by something other than its timeout:
@@ -424,17 +502,34 @@ class DockerSandbox(Sandbox):
     # --- files: as the sandbox user, over the channel or through `cat` ---------
 
     def _channel_read(
-        self, channel: ExecChannel, path: str, sink: Callable[[bytes], object]
+        self,
+        channel: ExecChannel,
+        path: str,
+        sink: Callable[[bytes], object],
+        limit: int | None = None,
+        of: str = MAX_FILE_BYTES,
     ) -> None:
         """A file's bytes over the channel into ``sink`` as they arrive, piece
-        by piece (blocking); refused over ``max_file_bytes`` from its size,
-        after the first piece at most."""
+        by piece (blocking), at most ``limit`` of them (default:
+        ``max_file_bytes``); ``FileTooLargeError`` past it.
+
+        The limit holds inside the read: each request asks for at most a
+        piece, and no more than ``limit + 1`` bytes in all (a small limit is
+        one request of ``limit + 1``: the pieces stay a fixed size, whose
+        multiples the shell helper's offsets must be); the file is refused
+        from its size when opened, known from the first piece, or once more
+        than ``limit`` bytes arrived, and the sink never gets more than
+        ``limit``."""
+        limit = self.max_file_bytes if limit is None else limit
+        piece = min(FILE_CHUNK_BYTES, limit + 1)
         offset = 0
 
         def counted(data: bytes) -> None:
             nonlocal offset
+            kept = data[: max(0, limit - offset)]
             offset += len(data)
-            sink(data)
+            if kept:
+                sink(kept)
 
         while True:
             asked_at = offset
@@ -443,50 +538,74 @@ class DockerSandbox(Sandbox):
                     "op": "read",
                     "path": self._path(path),
                     "offset": asked_at,
-                    "max_bytes": FILE_CHUNK_BYTES,
+                    "max_bytes": piece,
                     "user": self._ids(),
+                    "deadline": self.file_piece_seconds,
                 },
                 timeout=FILE_DEADLINE_SECONDS,
-                kill_after=FILE_PIECE_KILL_SECONDS,
+                kill_after=self.file_piece_seconds,
                 sink=counted,
             )
             if "error" in header:
                 raise file_error(header, path)
-            if asked_at == 0 and header["size"] > self.max_file_bytes:
-                raise FileTooLargeError(path, header["size"], self.max_file_bytes)
-            if offset > self.max_file_bytes:  # it grew while being read
-                raise FileTooLargeError(path, None, self.max_file_bytes)
-            if offset - asked_at < FILE_CHUNK_BYTES:
+            if header["size"] > limit:
+                raise FileTooLargeError(path, header["size"], limit, of)
+            if offset > limit:  # it grew while being read
+                raise FileTooLargeError(path, None, limit, of)
+            if offset - asked_at < piece:
                 return
 
-    def _exec_pieces(self, client: docker.DockerClient, path: str) -> Iterator[bytes]:
-        """The same through ``cat`` as the sandbox user (blocking): no size is
-        known in advance, so the read stops one byte past ``max_file_bytes``."""
+    def _exec_pieces(
+        self, client: docker.DockerClient, path: str, limit: int | None = None, of: str = ""
+    ) -> Iterator[bytes]:
+        """The same through ``head -c LIMIT+1`` as the sandbox user (blocking):
+        no size is known in advance, so the read stops one byte past the
+        limit, and no more than that leaves the sandbox."""
+        limit = self.max_file_bytes if limit is None else limit
         read = 0
         for piece in exec_file(
-            client, self.container_id, READ_SCRIPT, self._path(path), self._docker_user()
+            client,
+            self.container_id,
+            READ_SCRIPT,
+            self._path(path),
+            self._docker_user(),
+            args=(str(limit + 1),),
+            idle_seconds=self.file_piece_seconds,
         ):
             read += len(piece)
-            if read > self.max_file_bytes:
-                raise FileTooLargeError(path, None, self.max_file_bytes)
+            if read > limit:
+                raise FileTooLargeError(path, None, limit, of or MAX_FILE_BYTES)
             yield piece
 
     async def read_file(self, path: str) -> bytes:
-        """The file goes through a host temporary file, over the channel or
-        not, so at its peak only the returned bytes are in memory, not the
-        pieces and their join besides."""
+        return await self._read_bounded(path, self.max_file_bytes, MAX_FILE_BYTES)
+
+    async def read_file_limited(self, path: str, limit: int) -> bytes:
+        if limit >= self.max_file_bytes:
+            return await self.read_file(path)
+        return await self._read_bounded(path, limit, READ_LIMIT)
+
+    async def _read_bounded(self, path: str, limit: int, of: str) -> bytes:
+        """At most ``limit`` bytes of the file, through a host temporary file
+        (over the channel or not), so at its peak only the returned bytes are
+        in memory, not the pieces and their join besides; the temporary file
+        never holds more than ``limit`` bytes."""
         try:
-            data = await self._on_channel(partial(self._channel_read_bytes, path=path))
+            data = await self._on_channel(
+                partial(self._channel_read_bytes, path=path, limit=limit, of=of)
+            )
         except ChannelError:
             data = NO_CHANNEL  # reading again is harmless
         if not isinstance(data, _NoChannel):
             return data
         return await self.client.call(
-            lambda client: spooled(lambda add: drain_into(add, self._exec_pieces(client, path)))
+            lambda client: spooled(
+                lambda add: drain_into(add, self._exec_pieces(client, path, limit, of))
+            )
         )
 
-    def _channel_read_bytes(self, channel: ExecChannel, *, path: str) -> bytes:
-        return spooled(lambda add: self._channel_read(channel, path, add))
+    def _channel_read_bytes(self, channel: ExecChannel, *, path: str, limit: int, of: str) -> bytes:
+        return spooled(lambda add: self._channel_read(channel, path, add, limit, of))
 
     def _channel_save(self, channel: ExecChannel, *, path: str, target: Path) -> int:
         with SparseWriter(target) as out:
@@ -520,10 +639,16 @@ class DockerSandbox(Sandbox):
             for offset in range(0, max(1, len(payload)), FILE_CHUNK_BYTES):
                 piece = bytes(view[offset : offset + FILE_CHUNK_BYTES])
                 header, _ = channel.request(
-                    {"op": "write", "path": target, "offset": offset, "user": self._ids()},
+                    {
+                        "op": "write",
+                        "path": target,
+                        "offset": offset,
+                        "user": self._ids(),
+                        "deadline": self.file_piece_seconds,
+                    },
                     piece,
                     timeout=FILE_DEADLINE_SECONDS,
-                    kill_after=FILE_PIECE_KILL_SECONDS,
+                    kill_after=self.file_piece_seconds,
                 )
                 if "error" in header:
                     raise file_error(header, path)
@@ -536,8 +661,10 @@ class DockerSandbox(Sandbox):
             user = self._docker_user()
 
             def create_then_write(client: docker.DockerClient) -> None:
-                drain(exec_file(client, self.container_id, CREATE_SCRIPT, target, user))
-                drain(exec_file(client, self.container_id, WRITE_SCRIPT, target, user, payload))
+                move = partial(exec_file, client, self.container_id)
+                idle = self.file_piece_seconds
+                drain(move(CREATE_SCRIPT, target, user, idle_seconds=idle))
+                drain(move(WRITE_SCRIPT, target, user, payload, idle_seconds=idle))
 
             await self.client.call(create_then_write)
 

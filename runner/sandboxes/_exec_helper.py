@@ -195,16 +195,27 @@ def run_here(request):
     env = dict(os.environ)
     env.update(request.get("env") or {})
     prefix, switch = as_user(request.get("user"))
-    process = subprocess.Popen(
-        prefix + list(request["argv"]),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        **switch,
-    )
+    # The sandbox user's command inherits oom_score_adj 1000 from this
+    # process, raised for the moment it starts (a vfork: nothing runs in the
+    # child before exec), under a lock so no other command starts meanwhile.
+    sandbox_user = request.get("user") is not None or os.getuid() != 0
+    with OOM_SCORE_LOCK:
+        if sandbox_user:
+            set_oom_score(USER_OOM_SCORE_ADJ)
+        try:
+            process = subprocess.Popen(
+                prefix + list(request["argv"]),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                **switch,
+            )
+        finally:
+            if sandbox_user:
+                set_oom_score(b"0")
     out, err = Capped(cap), Capped(cap)
     deadline = started + timeout
     # Both pipes read in this thread, as output arrives: no thread per pipe.
@@ -341,7 +352,11 @@ class Spawner:
         ours, theirs = socket.socketpair()
         try:
             fds = array.array("i", [theirs.fileno()])
-            self.control.sendmsg([b"r"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            # Never blocks: a spawner stopped with its queue full did not take
+            # it (BlockingIOError), and the command starts here instead.
+            self.control.sendmsg(
+                [b"r"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_DONTWAIT
+            )
         except OSError:
             ours.close()
             raise SpawnerGone() from None
@@ -367,8 +382,12 @@ class Spawner:
     @staticmethod
     def _exchange(conn, request):
         data = dumps(request).encode("utf-8")
-        conn.sendall(struct.pack(">I", len(data)) + data)
         deadline = time.time() + float(request["timeout"]) + SPAWNER_GRACE_SECONDS
+        # A request bigger than the socket's buffer (a long command or env)
+        # waits for a stopped spawner only until the deadline (socket.timeout).
+        conn.settimeout(max(0.01, deadline - time.time()))
+        conn.sendall(struct.pack(">I", len(data)) + data)
+        conn.settimeout(None)
         size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
         if size > SPAWNER_MAX_HEADER:
             raise ValueError("an answer header of {} bytes".format(size))
@@ -395,6 +414,11 @@ def spawner_main(uid, gid, control):
                 os.close(int(name))
             except OSError:  # the listing's own descriptor, already closed
                 pass
+    global OOM_SCORE_FD
+    try:  # opened as root: once sealed, its /proc/self is root's (set_oom_score)
+        OOM_SCORE_FD = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        pass
     os.setsid()
     os.setgroups([])
     os.setresgid(gid, gid, gid)
@@ -513,6 +537,35 @@ def select_recv(conn, deadline, size):
     return conn.recv(size)
 
 
+#: The sandbox user's processes start with this oom_score_adj: the kernel's
+#: out-of-memory killer takes them before root's helper, the TTL clock and
+#: docker-init (all at 0).  Raising needs no capability; the user can lower
+#: it again, but not below 0 (that would need CAP_SYS_RESOURCE).
+USER_OOM_SCORE_ADJ = b"1000"
+OOM_SCORE_LOCK = threading.Lock()
+#: The spawner's own /proc/self/oom_score_adj, opened before it became the
+#: sandbox user: not dumpable, its /proc files are root's from then on.
+OOM_SCORE_FD = None
+
+
+def set_oom_score(value):
+    """This process's oom_score_adj (bytes); best effort.  Lowering it
+    again is allowed down to 0 (without CAP_SYS_RESOURCE)."""
+    try:
+        if OOM_SCORE_FD is not None:
+            os.write(OOM_SCORE_FD, value)
+            return
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, value)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def as_user(user):
     """(argv prefix, Popen arguments) that start a command as ``user`` ([uid,
     gid]), with no supplementary groups; nothing for ``None`` (the helper's
@@ -531,18 +584,29 @@ def as_user(user):
 
 
 def become(uid, gid):
+    set_oom_score(USER_OOM_SCORE_ADJ)
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
 
 
-def open_as(user, path, flags, make_parents=False):
+#: How long a child of the sandbox user's may take to open a file for the
+#: helper, unless the request says (``deadline``): the agent can stop it.
+OPEN_SECONDS = 60.0
+
+
+def open_as(user, path, flags, make_parents=False, seconds=OPEN_SECONDS):
     """``open_regular`` with the rights of ``user`` ([uid, gid]; None: the helper's).
 
     The open happens in a child forked for it, which drops to the user and
     hands the descriptor back over a socket (SCM_RIGHTS): what the agent could
     not open itself, the helper does not open for it, whatever links it
     planted, and the reading and writing then happen here.
+
+    The child is the agent's to stop (same uid: ``kill -STOP -1``), so it
+    gets ``seconds`` to answer; then it is killed and the open fails with
+    ``TimeoutError``.  It is killed in any case before it is reaped: one
+    stopped after it answered must not hold the wait for its exit either.
     """
     if user is None:
         if make_parents:
@@ -571,9 +635,19 @@ def open_as(user, path, flags, make_parents=False):
         os._exit(code)
     theirs.close()
     try:
+        if not select.select([ours], [], [], seconds)[0]:
+            raise TimeoutError(
+                errno.ETIMEDOUT,
+                "the sandbox user's process did not open the file within {:g} s (it was "
+                "stopped?); the move was stopped".format(seconds),
+            )
         data, ancillary, _flags, _address = ours.recvmsg(65536, socket.CMSG_SPACE(4))
     finally:
         ours.close()
+        try:
+            os.kill(pid, signal.SIGKILL)  # not reaped yet: the pid is still the child's
+        except OSError:
+            pass
         os.waitpid(pid, 0)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(payload) >= 4:
@@ -623,13 +697,13 @@ def open_regular(path, flags):
     return fd
 
 
-def send_file_piece(request_id, user, path, offset, limit):
+def send_file_piece(request_id, user, path, offset, limit, seconds=OPEN_SECONDS):
     """Answer a read: up to ``limit`` bytes of the file from ``offset``, and its
     size when opened.  The bytes go from the file to the stream by
     ``sendfile``, never through Python; a file that shrank meanwhile is
     padded with zeros to the length announced (its bytes are the agent's to
     choose anyway)."""
-    fd = open_as(user, path, os.O_RDONLY)
+    fd = open_as(user, path, os.O_RDONLY, seconds=seconds)
     try:
         size = os.fstat(fd).st_size
         length = max(0, min(limit, size - offset))
@@ -653,10 +727,11 @@ def send_file_piece(request_id, user, path, offset, limit):
         os.close(fd)
 
 
-def write_file(user, path, offset, data):
+def write_file(user, path, offset, data, seconds=OPEN_SECONDS):
     """Write ``data`` at ``offset``; at offset 0 the file is created (0644 less
     the umask) or emptied first, keeping the mode of one that exists."""
-    fd = open_as(user, path, os.O_WRONLY | (os.O_CREAT if offset == 0 else 0), True)
+    flags = os.O_WRONLY | (os.O_CREAT if offset == 0 else 0)
+    fd = open_as(user, path, flags, True, seconds)
     with os.fdopen(fd, "wb") as handle_:
         if offset == 0:
             os.ftruncate(fd, 0)  # only now that it is known to be a regular file
@@ -689,9 +764,11 @@ def handle(header, body):
             send(result, stdout + stderr)
         elif op == "read":
             user, offset, limit = header.get("user"), header["offset"], header["max_bytes"]
-            send_file_piece(request_id, user, header["path"], offset, limit)
+            seconds = float(header.get("deadline") or OPEN_SECONDS)
+            send_file_piece(request_id, user, header["path"], offset, limit, seconds)
         elif op == "write":
-            write_file(header.get("user"), header["path"], header["offset"], body)
+            seconds = float(header.get("deadline") or OPEN_SECONDS)
+            write_file(header.get("user"), header["path"], header["offset"], body, seconds)
             send({"id": request_id, "ok": True})
         else:
             send({"id": request_id, "error": "ValueError", "message": "unknown op " + op})

@@ -247,6 +247,9 @@ run_exec() {
     umask "$UMASK"
     (
         unset OLDPWD
+        # The sandbox user's commands: the OOM killer's first choice (see
+        # USER_OOM_SCORE_ADJ in the Python helper)
+        [ -z "$AS" ] || echo 1000 2>/dev/null >/proc/self/oom_score_adj
         eval "$RUNNER_ENV0"
         exec "$@"
     ) </dev/null >"$P.o" 2>"$P.e" 3>&- &

@@ -97,6 +97,21 @@ class Sandbox(abc.ABC):
     async def read_file(self, path: str) -> bytes:
         """The bytes of a sandbox file; ``FileNotFoundError`` if it does not exist."""
 
+    async def read_file_limited(self, path: str, limit: int) -> bytes:
+        """The bytes of a sandbox file of at most ``limit`` bytes;
+        ``FileTooLargeError`` for a bigger one (its ``size`` is None when the
+        read stopped past the limit before the size was known).
+
+        The limit holds inside the read: the built-in backends ask the
+        sandbox for at most ``limit + 1`` bytes (``read_file`` of the agent's
+        tool uses it), so no path trick and no file size can make it hold
+        more.  This default, for other backends, reads the whole file first.
+        """
+        data = await self.read_file(path)
+        if len(data) > limit:
+            raise FileTooLargeError(path, len(data), limit, READ_LIMIT)
+        return data
+
     @abc.abstractmethod
     async def write_file(self, path: str, data: bytes | str) -> None:
         """Create or replace a sandbox file (parents are created); str is UTF-8."""
@@ -120,22 +135,6 @@ class Sandbox(abc.ABC):
     async def delete(self) -> None:
         """Remove the sandbox and everything in it.  Safe to call twice."""
 
-
-class FileTooLargeError(OSError):
-    """A sandbox file is larger than the sandbox's ``max_file_bytes``."""
-
-    def __init__(self, path: str, size: int | None, limit: int) -> None:
-        what = f"the file is {size} bytes, over" if size is not None else "the file is over"
-        super().__init__(errno.EFBIG, f"{what} the sandbox's max_file_bytes ({limit})", path)
-
-
-def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
-    """Write ``chunks`` to ``target``, leaving runs of zeros as holes; the size."""
-    with SparseWriter(target) as out:
-        for chunk in chunks:
-            out.write(chunk)
-    return out.size
-
     # --- the processes commands leave running (issue 26) -------------------------
 
     async def mark_processes(self) -> Any:
@@ -151,6 +150,31 @@ def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
         or None where this backend cannot (``MistralSandbox``).  The lifecycle
         calls it before ``on_destroy`` and after each agent turn."""
         return None
+
+
+#: What a ``FileTooLargeError`` says the file is over.
+MAX_FILE_BYTES = "the sandbox's max_file_bytes"
+READ_LIMIT = "the limit of this read"
+
+
+class FileTooLargeError(OSError):
+    """A sandbox file is larger than the sandbox's ``max_file_bytes``, or
+    than the limit of a ``read_file_limited``.  ``size``: the file's size, or
+    None where the read stopped past ``limit`` before it was known."""
+
+    def __init__(self, path: str, size: int | None, limit: int, of: str = MAX_FILE_BYTES) -> None:
+        what = f"the file is {size} bytes, over" if size is not None else "the file is over"
+        super().__init__(errno.EFBIG, f"{what} {of} ({limit})", path)
+        self.size = size
+        self.limit = limit
+
+
+def write_sparse(target: Path, chunks: Iterable[bytes]) -> int:
+    """Write ``chunks`` to ``target``, leaving runs of zeros as holes; the size."""
+    with SparseWriter(target) as out:
+        for chunk in chunks:
+            out.write(chunk)
+    return out.size
 
 
 class SparseWriter:

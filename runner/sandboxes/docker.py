@@ -40,6 +40,7 @@ channel in ``_exec_channel`` and its helpers in ``_exec_helper.py`` and
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -226,6 +227,7 @@ class LocalDockerSandbox(SandboxEnvironment):
         if not isinstance(read_only_root, bool):
             raise ValueError(f"read_only_root must be a bool, got {read_only_root!r}")
         self.read_only_root = read_only_root
+        self._check_workspace_fits_in_memory()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
         #: Claim pooled containers from this environment's pool (``share_pool``).
@@ -235,6 +237,30 @@ class LocalDockerSandbox(SandboxEnvironment):
         #: labelled ``LABEL_DURABLE`` with it, outlive their process (``runner
         #: gc`` leaves them until they expire) and can be re-attached (``attach``).
         self.durable_owner: str | None = None
+
+    def _check_workspace_fits_in_memory(self) -> None:
+        """A tmpfs workspace is memory: one larger than the memory limit lets
+        the agent fill the limit with pages no process owns, and the
+        out-of-memory killer then ends every process, the TTL clock and
+        docker-init included (issue 26).  Refused here, so ``runner validate``
+        names it too.  Sizes it cannot read (a percentage) are left to Docker."""
+        size = self.workspace_size or (
+            READ_ONLY_TMPFS_SIZES[WORKSPACE] if self.read_only_root else None
+        )
+        if size is None or not self.memory:
+            return
+        workspace, memory = size_in_bytes(size), size_in_bytes(self.memory)
+        if workspace is not None and memory is not None and workspace > memory:
+            given = (
+                f"workspace_size {size!r}"
+                if self.workspace_size
+                else f"read_only_root's tmpfs workspace ({size})"
+            )
+            raise ValueError(
+                f"{given} is larger than the memory limit {self.memory!r}: a tmpfs workspace is "
+                "counted against memory, and filling it would leave none for the sandbox's own "
+                "processes; give a workspace_size no larger than memory, or more memory"
+            )
 
     def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
         """The keyword arguments of ``containers.create`` for one session."""
@@ -582,6 +608,20 @@ class LocalDockerSandbox(SandboxEnvironment):
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
         return f"LocalDockerSandbox(image={self.image!r}, network={self.network}, hooks=[{hooks}])"
+
+
+_SIZE = re.compile(r"([0-9]+)\s*([bkmgt]?)b?", re.IGNORECASE)
+
+
+def size_in_bytes(size: str | int) -> int | None:
+    """A size as Docker reads a memory limit or a tmpfs size ("512m", "2g",
+    bytes as an int or digits), in bytes; None for what it cannot read."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size
+    found = _SIZE.fullmatch(str(size).strip())
+    if found is None:
+        return None
+    return int(found.group(1)) << (10 * " kmgt".index(found.group(2).lower() or " "))
 
 
 def _find_container(client: Any, container_id: str) -> Any:

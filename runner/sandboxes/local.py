@@ -40,8 +40,12 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
+from .._events import decode_output
 from .base import (
+    MAX_FILE_BYTES,
+    READ_LIMIT,
     TIMEOUT_EXIT_CODE,
+    FileTooLargeError,
     Sandbox,
     SandboxEnvironment,
     SandboxExecutionResult,
@@ -198,24 +202,39 @@ class LocalSandbox(Sandbox):
         exit_code = TIMEOUT_EXIT_CODE if timed_out else _exit_status(process.returncode)
         return SandboxExecutionResult(
             exit_code=exit_code,
-            stdout=stdout.decode("utf-8", errors="replace"),
-            stderr=stderr.decode("utf-8", errors="replace"),
+            # Scrubbed of the session's secrets that are not UTF-8 before decoding.
+            stdout=decode_output(bytes(stdout)),
+            stderr=decode_output(bytes(stderr)),
             timed_out=timed_out,
             duration_seconds=time.perf_counter() - started,
         )
 
     async def read_file(self, path: str) -> bytes:
-        return await anyio.to_thread.run_sync(self._read, path)
+        return await anyio.to_thread.run_sync(self._read, path, self.max_file_bytes, MAX_FILE_BYTES)
+
+    async def read_file_limited(self, path: str, limit: int) -> bytes:
+        if limit >= self.max_file_bytes:
+            return await self.read_file(path)
+        return await anyio.to_thread.run_sync(self._read, path, limit, READ_LIMIT)
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         await anyio.to_thread.run_sync(self._write, path, payload)
 
-    def _read(self, path: str) -> bytes:
+    def _read(self, path: str, limit: int, of: str) -> bytes:
+        """At most ``limit`` bytes, or ``FileTooLargeError``: refused from the
+        size of what was opened, and the read itself stops one byte past the
+        limit (a file growing meanwhile)."""
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused next).
         with open(self._open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
             _check_regular(stream.fileno(), path)
-            return stream.read()
+            size = os.fstat(stream.fileno()).st_size
+            if size > limit:
+                raise FileTooLargeError(path, size, limit, of)
+            data = stream.read(limit + 1)
+            if len(data) > limit:
+                raise FileTooLargeError(path, None, limit, of)
+            return data
 
     def _write(self, path: str, payload: bytes) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK

@@ -84,7 +84,9 @@ import anyio
 from .._errors import MissingExtraError, SandboxUnavailableError, SandboxUnreachableError
 from .._network import Network
 from .base import (
+    READ_LIMIT,
     TIMEOUT_EXIT_CODE,
+    FileTooLargeError,
     Sandbox,
     SandboxEnvironment,
     SandboxExecutionResult,
@@ -655,6 +657,25 @@ class MistralCloudSandbox(Sandbox):
         if result["code"] != 0:
             raise FileNotFoundError(2, "No such file in the sandbox", path)
         return base64.b64decode(result["stdout"])
+
+    async def read_file_limited(self, path: str, limit: int) -> bytes:
+        """At most ``limit`` bytes: ``head -c LIMIT+1`` in the instance, so no
+        more than that comes back, whatever the file is."""
+        target = shlex.quote(self._path(path))
+        result = await self._run(
+            f"if [ -d {target} ]; then echo directory; exit 3; fi; "
+            f"{{ head -c {int(limit) + 1} | base64; }} < {target}",
+            timeout=120,
+            cwd=WORKSPACE,
+        )
+        if result["code"] == 3 and result["stdout"].strip() == "directory":
+            raise IsADirectoryError(21, "Is a directory", path)
+        if result["code"] != 0:
+            raise FileNotFoundError(2, "No such file in the sandbox", path)
+        data = base64.b64decode(result["stdout"])
+        if len(data) > limit:
+            raise FileTooLargeError(path, None, limit, READ_LIMIT)
+        return data
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)

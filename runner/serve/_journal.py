@@ -287,6 +287,21 @@ class JournaledSandbox(Sandbox):
         self._record(number, fingerprint, described, kept)
         return data
 
+    async def read_file_limited(self, path: str, limit: int) -> bytes:
+        fingerprint = _fingerprint("read_file_limited", path, limit)
+        described = _describe("read_file", path)
+        number, recorded = self._recorded(fingerprint, described)
+        if recorded is not None and "data" in recorded:
+            return base64.b64decode(recorded["data"])
+        data = await self.inner.read_file_limited(path, limit)
+        kept = (
+            {"data": base64.b64encode(scrubbed(data)).decode()}
+            if len(data) <= MAX_RECORDED_READ
+            else {}
+        )
+        self._record(number, fingerprint, described, kept)
+        return data
+
     async def write_file(self, path: str, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data
         # The digest of the scrubbed content: one of a short secret could be reversed.

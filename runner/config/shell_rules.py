@@ -1,0 +1,549 @@
+"""What the shell checker knows about bash: its rules, and the names it judges by.
+
+``shell_check`` does the judging; this module holds the facts it judges by, so
+that each can be read (and reviewed) on its own: the rules and their fixes,
+the builtins a script with values may use, the variables that change how the
+shell runs, the environment variables programs read as code, and who may
+receive a value.  Who *runs* what it receives comes from GTFOBins
+(``executors``) plus a short supplement for what GTFOBins does not list.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .executors import EXECUTORS
+
+#: rule -> (what is wrong, what to write instead).  Every refusal names one.
+RULES: dict[str, tuple[str, str]] = {
+    "quoted": (
+        "inside quotes, a comment or a heredoc",
+        "values are quoted for you: write {{ x }} as a word of its own, without quotes",
+    ),
+    "command-name": (
+        "in command position",
+        "a value may be an argument, never the command itself",
+    ),
+    "unknown-command": (
+        "a command whose name is not a literal word, in a script with values",
+        "call every program by its literal name",
+    ),
+    "evaluating-builtin": (
+        "given to a builtin that evaluates code or takes variable names",
+        "pass the value to echo, printf, cd, test or a program; assign with NAME={{ x }}",
+    ),
+    "executor": (
+        "received by a program that can run what it receives as a command or code "
+        "(GTFOBins lists it, or it is a shell or interpreter)",
+        "if the program is meant to get the value, name it in consumers: (file or "
+        "step level) and check what it does with it; never a shell",
+    ),
+    "consumer": (
+        "received by a program not named in consumers:",
+        "add the program to consumers: if it treats the value as data, or pass the "
+        "value to echo, printf (literal format), cat or test",
+    ),
+    "wrapper": (
+        "an argument of a command that runs another command, or names a shell or "
+        "interpreter among its arguments",
+        "call the program directly (command, builtin, env, nohup, nice, setsid, time "
+        "and timeout with a literal duration are followed)",
+    ),
+    "function": (
+        "in a script that defines a function",
+        "write the commands inline, or use one step per command",
+    ),
+    "rebinding": (
+        "in a script that changes what later names mean (alias, hash, enable, trap, "
+        "eval, source, let, exec, coproc, shopt or set beyond the usual options)",
+        "drop the rebinding command: in a script with values, names mean what they say",
+    ),
+    "printf-option": (
+        "in printf's format or option words, which printf reads before any data",
+        "give printf a literal format first: printf '%s\\n' {{ x }}",
+    ),
+    "test-operator": (
+        "an operand of test/[ with another value, or with -v/-R",
+        "test one value at a time, without -v/-R: [ {{ x }} = yes ]",
+    ),
+    "option-word": (
+        "after an option word the checker cannot read before the script runs",
+        "write options as literal words",
+    ),
+    "redirect": (
+        "the target of a redirection that can name a file descriptor",
+        "use >, >>, < or <<< with a value",
+    ),
+    "assignment": (
+        "an assignment that is not a plain NAME=",
+        "assign to a plain variable: NAME={{ x }}",
+    ),
+    "shell-control": (
+        "an assignment to a variable that changes how the shell runs (PATH, PS4, BASH_*, IFS)",
+        "use another variable name; set PATH and the like in the step's env:",
+    ),
+    "env-name": (
+        "in an environment variable that programs read as code or options "
+        "(GIT_*, *EDITOR, *PAGER, PYTHON*, PERL5OPT, NODE_OPTIONS, LD_*...)",
+        "use another variable name",
+    ),
+    "declaration": (
+        "a declaration (declare, typeset, local, export, readonly) with a value "
+        "or with options (declare -n, -i, export -f, local -a...)",
+        "assign with NAME={{ x }} (no declaration), and declare without options",
+    ),
+    "name-word": (
+        "a variable name that is not a literal word (read, mapfile, getopts, unset, printf -v)",
+        "write the variable name as a literal word",
+    ),
+    "arithmetic": (
+        "arithmetic, where bash evaluates a variable's text (a[$(cmd)]) as code",
+        "compare as text or with test: [ {{ x }} -gt 0 ]; in (( )) use only "
+        "variables this script sets to numbers",
+    ),
+    "double-bracket": (
+        "[[ ]], whose operands bash may evaluate as arithmetic",
+        "use [ ] (test) instead",
+    ),
+    "expansion": (
+        "a parameter expansion",
+        'put the value in a plain word, or assign NAME={{ x }} and use "$NAME"',
+    ),
+    "indirection": (
+        "an indirect expansion (${!name}, ${!prefix*}) or a prompt transformation "
+        "(${x@P}), which reads a name or code built at run time",
+        "name the variable directly",
+    ),
+    "split": (
+        "an unquoted $( ) whose output bash splits into words and globs again",
+        'quote it: "$(...)"',
+    ),
+    "stdin": (
+        "a value reaching a reader the checker cannot follow (>( ), exec with input)",
+        "pass the value to the command that reads it directly",
+    ),
+    "heredoc": (
+        "a heredoc",
+        "heredoc text is not re-quoted; write the file with a write: step instead",
+    ),
+    "case-pattern": (
+        "a case pattern",
+        'set a variable first (NAME={{ x }}) and write case "$NAME" in',
+    ),
+    "for-list": (
+        "a for ... in list",
+        "loop in the template instead: {% for item in x.items %}...{% endfor %}",
+    ),
+    "tainted-variable": (
+        'a use of a variable that may hold a value, other than "$NAME" in an allowed position',
+        'use the variable only as "$NAME" (in double quotes) in an argument',
+    ),
+    "file-flow": (
+        "run from a file this script writes a value to",
+        "do not run a file that holds a value",
+    ),
+    "shell-dialect": (
+        "in a step whose shell the checker does not model, or in a construct that shell lacks",
+        "use shell: bash (or sh without bash-only syntax), or pass the value through "
+        "env: or a file",
+    ),
+    "syntax": (
+        "in a command that does not parse, or that bash and sh may read differently",
+        "fix the shell syntax (the check reads the command with a bash grammar); "
+        "write $'...' text with '...' or printf",
+    ),
+    "unclassified": (
+        "in a position the checker does not classify as data",
+        "make the value an argument of a simple command",
+    ),
+}
+
+#: Builtins that may receive a value as an argument: they treat it as data.
+SAFE_BUILTINS = frozenset(
+    {"echo", "printf", "cd", "pwd", "true", "false", ":", "test", "[", "pushd", "popd"}
+)
+#: Builtins that may read a value from stdin: they store it as data.
+STDIN_BUILTINS = frozenset({"read", "mapfile", "readarray"})
+#: Builtins (and reserved words tree-sitter reads as commands) that make later
+#: lines mean something else, or run text as code: refused anywhere in a
+#: script with values.
+REBINDING_BUILTINS = frozenset(
+    {
+        "alias",
+        "unalias",
+        "hash",
+        "enable",
+        "trap",
+        "eval",
+        "source",
+        ".",
+        "let",
+        "bind",
+        "complete",
+        "compgen",
+        "compopt",
+        "fc",
+        "coproc",
+        "history",
+    }
+)
+#: Every bash builtin: one outside ``SAFE_BUILTINS`` never receives a value.
+BUILTINS = frozenset(
+    {
+        *SAFE_BUILTINS,
+        *STDIN_BUILTINS,
+        *REBINDING_BUILTINS,
+        "bg",
+        "break",
+        "builtin",
+        "caller",
+        "command",
+        "continue",
+        "declare",
+        "dirs",
+        "disown",
+        "exec",
+        "exit",
+        "export",
+        "fg",
+        "getopts",
+        "help",
+        "jobs",
+        "kill",
+        "local",
+        "logout",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "shopt",
+        "suspend",
+        "times",
+        "type",
+        "typeset",
+        "ulimit",
+        "umask",
+        "unset",
+        "wait",
+        "select",
+        "function",
+        "time",
+    }
+)
+#: ``shopt`` options a script with values may set: they change globbing only.
+SAFE_SHOPT = frozenset({"nullglob", "failglob", "dotglob", "globstar", "nocaseglob", "nocasematch"})
+#: ``set`` options a script with values may use.
+SAFE_SET_LETTERS = frozenset("euxvfCo")
+SAFE_SET_OPTIONS = frozenset(
+    {"errexit", "nounset", "xtrace", "pipefail", "noclobber", "noglob", "verbose"}
+)
+
+#: Commands whose arguments are another command, followed to it: the program
+#: they run is the one judged.  Any other program that runs its arguments is
+#: an executor (GTFOBins) and receives no value.
+FOLLOWED_WRAPPERS = frozenset(
+    {"command", "builtin", "env", "nohup", "nice", "setsid", "time", "timeout"}
+)
+
+#: Shells and interpreters that read code from their arguments or their stdin.
+#: GTFOBins lists most; this names what it does not (``sh``, ``python3``...),
+#: and ``_INTERPRETER`` catches versioned names (``python3.12``, ``perl5.36``).
+INTERPRETERS = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "ash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "yash",
+        "posh",
+        "rbash",
+        "fish",
+        "csh",
+        "tcsh",
+        "busybox",
+        "toybox",
+        "python",
+        "python2",
+        "python3",
+        "pypy",
+        "pypy3",
+        "perl",
+        "ruby",
+        "irb",
+        "node",
+        "nodejs",
+        "deno",
+        "bun",
+        "php",
+        "lua",
+        "luajit",
+        "tclsh",
+        "wish",
+        "expect",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "Rscript",
+        "R",
+        "julia",
+        "osascript",
+        "pwsh",
+        "guile",
+        "racket",
+        "sbcl",
+        "ghci",
+        "runghc",
+        "jshell",
+        "groovy",
+        "scala",
+        "kotlinc",
+        "elixir",
+        "erl",
+        "escript",
+        "swipl",
+    }
+)
+_INTERPRETER = re.compile(
+    r"(python|pypy|perl|ruby|php|lua|luajit|node|tclsh|wish|guile|gawk|awk)[0-9.]*([-_.].*)?"
+)
+#: What GTFOBins does not list that runs a command from its arguments.
+EXECUTOR_SUPPLEMENT = frozenset(
+    {
+        "prlimit",
+        "setpriv",
+        "runuser",
+        "dbus-run-session",
+        "parallel",
+        "setsid",
+        "sg",
+        "newgrp",
+        "systemd-run",
+        "flatpak-spawn",
+        "unbuffer",
+        "firejail",
+        "bwrap",
+        "proot",
+        "fakeroot",
+        "fakechroot",
+        "faketime",
+        "catchsegv",
+        "valgrind",
+        "ltrace",
+        "xvfb-run",
+        "at",
+        "batch",
+        "crontab",
+        "sudoedit",
+        # aliases and wrappers GTFOBins does not name (found in review)
+        "gmake",
+        "linux32",
+        "linux64",
+        "i386",
+        "x86_64",
+        "aarch64",
+        "nvim",
+        "tini",
+        "dumb-init",
+        "dpkg-architecture",
+        "memusage",
+        "heaptrack",
+        "groff",
+        "troff",
+        "npx",
+        "pdb",
+        "pdb3",
+        "gpg-agent",
+        "msgexec",
+        "cpp",
+        "gcc",
+        "cc",
+        "clang",
+        "lli",
+        "slogin",
+        "sudoreplay",
+        "chpst",
+        "su-exec",
+        "gosu",
+        "s6-setuidgid",
+        "capsh",
+        # they read commands from stdin: ! runs a shell command in each
+        "gdb",
+        "lldb",
+        "sqlite3",
+        "psql",
+        "mysql",
+        "ed",
+        "ex",
+        "dc",
+    }
+)
+
+
+def is_interpreter(name: str) -> bool:
+    """A shell or an interpreter: never a consumer, never named among a receiver's words."""
+    return name in INTERPRETERS or _INTERPRETER.fullmatch(name) is not None
+
+
+def is_executor(name: str) -> bool:
+    """Can the program ``name`` (a base name) run what it receives as a command or code?
+
+    Variants count as the program: ``vim.basic`` as ``vim``, ``gcc-12`` as
+    ``gcc``, ``perl5.36-x86_64-linux-gnu`` as ``perl`` (Debian's alternatives
+    and versioned names)."""
+    variants = {name, name.split(".", 1)[0], re.sub(r"-?[0-9][0-9.]*$", "", name)}
+    return any(
+        v in EXECUTORS or v in EXECUTOR_SUPPLEMENT or is_interpreter(v) for v in variants if v
+    )
+
+
+#: Variables that change how bash (or the dynamic loader) runs, or that bash
+#: computes itself: no script with values may assign them.
+SHELL_CONTROL_NAMES = frozenset(
+    {
+        "ENV",
+        "PS0",
+        "PS1",
+        "PS2",
+        "PS3",
+        "PS4",
+        "PROMPT_COMMAND",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "IFS",
+        "PATH",
+        "CDPATH",
+        "GLOBIGNORE",
+        "HISTFILE",
+        "HISTCMD",
+        "HISTCONTROL",
+        "HISTIGNORE",
+        "INPUTRC",
+        "TMOUT",
+        "MAIL",
+        "MAILPATH",
+        "MAILCHECK",
+        "OPTIND",
+        "OPTARG",
+        "OPTERR",
+        "FUNCNEST",
+        "EXECIGNORE",
+        "POSIXLY_CORRECT",
+        "RANDOM",
+        "SRANDOM",
+        "SECONDS",
+        "LINENO",
+        "EPOCHSECONDS",
+        "EPOCHREALTIME",
+        "GROUPS",
+        "FUNCNAME",
+        "DIRSTACK",
+        "PIPESTATUS",
+        "PPID",
+        "UID",
+        "EUID",
+        "SHELL",
+        "SHLVL",
+        "TIMEFORMAT",
+        "COLUMNS",
+        "LINES",
+        "HOSTFILE",
+        "FIGNORE",
+        "READLINE_LINE",
+        "READLINE_POINT",
+        "PWD",
+        "OLDPWD",
+        "REPLY",
+        "MAPFILE",
+        "COPROC",
+        "LANG",
+        "LANGUAGE",
+    }
+)
+# LC_*: a multibyte locale where "\\" ends a character changes how text is read.
+_SHELL_CONTROL_PREFIXES = ("BASH", "LD_", "COMP_", "HIST", "BASH_FUNC_", "LC_")
+#: Variables whose assignment makes later lines run something else (PATH
+#: picks the programs, PS4 is expanded as a prompt, BASH_CMDS and
+#: BASH_ALIASES rebind names): no script with values assigns them at all.
+#: Set them in the step's ``env:`` instead.
+REBINDING_NAMES = frozenset(
+    {
+        "PATH",
+        "ENV",
+        "PS0",
+        "PS1",
+        "PS2",
+        "PS3",
+        "PS4",
+        "PROMPT_COMMAND",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "EXECIGNORE",
+    }
+)
+_REBINDING_PREFIXES = ("BASH", "LD_")
+
+#: Variables bash keeps as integers: safe to name in arithmetic.
+BASH_INTEGERS = frozenset(
+    {
+        "RANDOM",
+        "SRANDOM",
+        "SECONDS",
+        "LINENO",
+        "PPID",
+        "UID",
+        "EUID",
+        "SHLVL",
+        "OPTIND",
+        "EPOCHSECONDS",
+    }
+)
+#: Variables that always may hold a value: bash sets them from input.
+ALWAYS_TAINTED = frozenset({"REPLY", "MAPFILE", "OPTARG", "BASH_REMATCH", "COPROC", "_"})
+
+#: Environment variables programs read as code, commands or options: no value
+#: may go into one (``GIT_SSH_COMMAND``, ``EDITOR``, ``PERL5OPT``...).
+_CODE_BEARING_ENV = re.compile(
+    r"(GIT_(?!AUTHOR_|COMMITTER_).*|.*EDITOR|.*PAGER|LESS.*|PERL.*|PYTHON.*|RUBY.*|"
+    r"NODE_.*|NPM_CONFIG_.*|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|.*ASKPASS|"
+    r"BROWSER|MAKEFLAGS|MFLAGS|GNUMAKEFLAGS|SSH_.*|PROMPT_.*|.*_COMMAND|.*_CMD|"
+    r"GCONV_PATH|MANPAGER|MANOPT|GIT|SYSTEMD_.*|DOCKER_.*|PIP_.*|CC|CXX|CPP|LDFLAGS|"
+    r"CFLAGS|CXXFLAGS|CPPFLAGS|RUSTC.*|CARGO_.*|GO.*|TAR_OPTIONS|GZIP|BZIP2?|XZ_.*|"
+    r"ZSTD_.*|GREP_OPTIONS|SHELL.*|TERMINFO.*|MANPATH|INFOPATH|XDG_CONFIG_.*|"
+    r"CURL_HOME|WGETRC|SUDO_.*|GNUPGHOME|HOME|ZDOTDIR)"
+)
+
+
+def is_shell_control_name(name: str) -> bool:
+    """True for variables a value must never be assigned to (``PS4``, ``LD_PRELOAD``...)."""
+    return name in SHELL_CONTROL_NAMES or name.startswith(_SHELL_CONTROL_PREFIXES)
+
+
+def is_rebinding_name(name: str) -> bool:
+    """True for variables no script with values may assign (``PATH``, ``BASH_CMDS``...)."""
+    return name in REBINDING_NAMES or name.startswith(_REBINDING_PREFIXES)
+
+
+def is_code_bearing_env(name: str) -> bool:
+    """True for environment variables some program reads as code or options."""
+    return is_shell_control_name(name) or _CODE_BEARING_ENV.fullmatch(name) is not None
+
+
+#: What ``consumers:`` mode always lets receive a value: these print it, read
+#: it into a variable, or compare it, and run nothing.
+STRICT_RECEIVERS = frozenset({"echo", "printf", "cat", "test", "[", "true", ":", *STDIN_BUILTINS})
+
+#: Shells the checker models, by the name ``environment.shell`` gives: "bash"
+#: reads bash; "posix" reads bash and refuses what dash and busybox sh lack.
+DIALECTS = {"bash": "bash", "sh": "posix", "dash": "posix", "ash": "posix"}
+
+
+def dialect_of(shell: str | None) -> str | None:
+    """The dialect of a configured shell (its base name), or None for one not modelled."""
+    if shell is None:
+        return "bash"
+    base = shell.strip().split()[0].rsplit("/", 1)[-1] if shell.strip() else ""
+    return DIALECTS.get(base)

@@ -1,0 +1,327 @@
+"""Injection safety, part 2: where a value *flows*, and who reads it (issue 25).
+
+Each class the second review found, attacked at both layers as in
+``test_injection_classes``: ``runner validate``'s static check refuses it,
+and the run-time check refuses it on a template built without the static
+check.  ``test_each_flow_is_a_real_exploit_without_the_check`` proves the
+cases are not straw men: rendered with the check switched off and run in
+real bash, each one runs a hostile value (a canary file appears).  The flows
+the checker accepts run in real bash with the same values and run nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import RUNNER_CLI
+
+from runner.config import shell_check
+from runner.config.shell_check import check_script
+from runner.config.templates import _SHELL, Fields, Template, UnsafeTemplateError, compile_template
+
+#: A value that is code to a shell and to arithmetic: its first line runs a
+#: command substitution as a shell line and as an arithmetic subscript.
+HOSTILE = "a[$(touch CANARY_ARITH)]\ntouch CANARY_SHELL\n"
+#: Values for the readers that need their own: one line for a variable name
+#: (bash refuses a name with a newline), Python, and words that split.
+PAYLOADS = {
+    "name": "a[$(touch CANARY_NAME)]",
+    "python": "__import__('os').system('touch CANARY_PY')",
+    "split-test": "-v a[$(touch${IFS}CANARY_SPLIT)]",
+    "split-find": "x -o -exec touch CANARY_FIND ;",
+}
+
+#: (class, template, tainted env names): refused by validate and at run time.
+FLOWS = [
+    # 1. a value read by an interpreter from stdin
+    ("stdin", "bash <<< {{ x.v }}", ()),
+    ("stdin", "sh < <(echo {{ x.v }})", ()),
+    ("stdin", "echo {{ x.v }} | bash", ()),
+    ("stdin", "printf '%s\\n' {{ x.v }} | grep -v nothing | sh", ()),
+    ("stdin", "source /dev/stdin <<< {{ x.v }}", ()),
+    ("stdin", "{ echo {{ x.v }}; } | sh", ()),
+    ("stdin", 'echo "$(echo {{ x.v }})" | sh', ()),
+    ("stdin", 'while read -r l; do sh -c "$l"; done <<< {{ x.v }}', ()),
+    ("stdin", 'echo {{ x.v }} | while read -r l; do bash -c "$l"; done', ()),
+    ("stdin", "echo {{ x.v }} | xargs -0 sh -c", ()),
+    ("stdin", "echo {{ x.v }} > flow.sh; sh flow.sh", ()),
+    ("stdin", "printf '%s\\n' {{ x.python }} | python3", ()),
+    # 2. read/mapfile move a value into a variable that reaches arithmetic
+    ("read", "read -r n <<< {{ x.v }}; (( n > 10 ))", ()),
+    ("read", "read <<< {{ x.v }}; echo $(( REPLY + 1 ))", ()),
+    ("read", "mapfile -t a <<< {{ x.v }}; echo $(( a[0] ))", ()),
+    ("read", "while read -r n; do (( n )); done <<< {{ x.v }}", ()),
+    ("read", "read -r n <<< {{ x.v }}; b[n]=1", ()),
+    ("read", 'read -r n <<< {{ x.v }}; s=abc; echo "${s:n}"', ()),
+    ("read", "read -r n <<< {{ x.v }}; [[ $n -eq 1 ]]", ()),
+    ("read", 'read -r n <<< "$V"; (( n > 1 ))', ("V",)),
+    ("read", "echo {{ x.v }} | { read -r n; echo $(( n )); }", ()),
+    # 3. names after quote removal, and names built at run time
+    ("names", 'read -r "C""NT" <<< {{ x.v }}; (( CNT ))', ()),
+    ("names", "read -r C\\NT <<< {{ x.v }}; (( CNT ))", ()),
+    ("names", "n=X; X={{ x.v }}; (( n ))", ()),
+    ("names", "PRE_a={{ x.v }}; for n in ${!PRE*}; do (( $n )); done", ()),
+    ("names", "X={{ x.name }}; declare -n r=X; (( r ))", ()),
+    ("names", 'declare -i "N"; N={{ x.name }}', ()),
+    # 4. options after quote removal
+    ("options", 'printf "-v" {{ x.name }} %s x', ()),
+    ("options", "printf \\-v {{ x.name }} %s x", ()),
+    ("options", 'test "-v" {{ x.name }}', ()),
+    ("options", "test $(echo -v) {{ x.name }}", ()),
+    ("options", 'o=-v; [ "$o" {{ x.name }} ]', ()),
+    # 5. an unquoted $( ) that carries a value is split again
+    ("split", "[ $(echo {{ x.split_test }}) ]", ()),
+    ("split", "find . -maxdepth 0 -name $(echo {{ x.split_find }})", ()),
+    # 6. lines without values that change what later lines mean
+    ("rebinding", "hash -p /bin/sh ls; ls -c {{ x.v }}", ()),
+    ("rebinding", "BASH_CMDS[ls]=/bin/sh; ls -c {{ x.v }}", ()),
+    ("rebinding", "enable -n echo; echo {{ x.v }}", ()),
+    ("rebinding", "builtin alias ls=eval\nshopt -s expand_aliases\nls {{ x.v }}", ()),
+    ("rebinding", "BASH_ALIASES[ls]=eval\nls {{ x.v }}", ()),
+    ("rebinding", "eval 'ls() { sh -c \"$1\"; }'; ls {{ x.v }}", ()),
+    ("rebinding", 'command_not_found_handle() { sh -c "$2"; }; nosuchcmd {{ x.v }}', ()),
+    ("rebinding", "trap 'sh -c \"$BASH_COMMAND\"' DEBUG; : {{ x.v }}", ()),
+    ("rebinding", "PATH=/nowhere; echo {{ x.v }}", ()),
+    ("rebinding", "set -o posix; echo {{ x.v }}", ()),
+    # 7. programs that run their arguments, missing from any hand-kept list
+    ("wrapper", "sg root -c {{ x.v }}", ()),
+    ("wrapper", "setarch x86_64 sh -c {{ x.v }}", ()),
+    ("wrapper", "setpriv sh -c {{ x.v }}", ()),
+    ("wrapper", "prlimit sh -c {{ x.v }}", ()),
+    ("wrapper", "dbus-run-session -- sh -c {{ x.v }}", ()),
+    ("wrapper", "some-new-launcher sh -c {{ x.v }}", ()),
+    ("wrapper", "find . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ()),
+    # the environment: an interpreter's own code names a tainted variable
+    ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
+    ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
+    ("environment", "X={{ x.v }} sh -c 'eval \"$X\"'", ()),
+]
+
+
+def _values() -> dict:
+    fields = {key.replace("-", "_"): value for key, value in PAYLOADS.items()}
+    return {"x": Fields({"v": HOSTILE, "w": "-v", **fields})}
+
+
+#: The environment the scripts run with: V holds the hostile value, P the Python one.
+ENV = {"PATH": "/usr/bin:/bin", "V": HOSTILE, "P": PAYLOADS["python"]}
+
+
+def _ids(flows: list) -> list[str]:
+    return [f"{kind}:{source}" for kind, source, _ in flows]
+
+
+@pytest.mark.parametrize(("kind", "source", "tainted"), FLOWS, ids=_ids(FLOWS))
+def test_each_flow_is_refused_by_validate(kind, source, tainted) -> None:
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, tainted_env=tainted
+    )
+    assert template is None and problems, source
+
+
+@pytest.mark.parametrize(("kind", "source", "tainted"), FLOWS, ids=_ids(FLOWS))
+def test_each_flow_is_refused_at_run_time_without_the_static_check(kind, source, tainted) -> None:
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset(tainted))
+    with pytest.raises(UnsafeTemplateError, match="refused before it ran"):
+        template.render(_values())
+
+
+#: The flows whose programs every test machine has (bash, sh, coreutils,
+#: findutils, python3): run with the check switched off, each runs the value.
+EXPLOITABLE = [
+    flow
+    for flow in FLOWS
+    if flow[0] not in ("wrapper", "rebinding")
+    or flow[1].startswith(("hash", "BASH_CMDS", "eval", "command_not", "find"))
+]
+
+
+@pytest.mark.parametrize(("kind", "source", "tainted"), EXPLOITABLE, ids=_ids(EXPLOITABLE))
+def test_each_flow_is_a_real_exploit_without_the_check(
+    tmp_path, monkeypatch, kind, source, tainted
+) -> None:
+    """The mutation that removes the whole defence: every case then runs the value."""
+    monkeypatch.setattr(shell_check, "check_script", lambda *args, **kwargs: [])
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset(tainted))
+    script = template.render(_values())
+    subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=20,
+    )
+    assert list(tmp_path.glob("CANARY*")), f"not an exploit: {script!r}"
+
+
+#: Flows that stay data: accepted, and run in bash without running the value.
+SAFE_FLOWS = [
+    'read -r n <<< {{ x.v }}; echo "$n"',
+    "IFS= read -r line <<< {{ x.v }}; printf '%s\\n' \"$line\"",
+    "mapfile -t a <<< {{ x.v }}; printf '%s\\n' \"${a[@]}\"",
+    'echo {{ x.v }} | while IFS= read -r l; do echo "$l"; done',
+    'for i in {{ x.v }} {{ x.w }}; do echo "$i"; done',
+    'n=0; for ((i=0; i<3; i++)); do n=$((n + i)); done; echo {{ x.v }} "$n"',
+    '[ "$(echo {{ x.v }})" = x ] || echo no',
+    "echo {{ x.v }} | grep -c touch",
+    "cat <<< {{ x.v }} | wc -c",
+    "printf -- {{ x.v }}",
+    'X={{ x.v }}; export X; echo "$X"',
+    "echo {{ x.v }} > out.txt; cat out.txt",
+    "shopt -s nullglob; set -euo pipefail; echo {{ x.v }}",
+    '[ "$V" = a ] || echo "$V"',
+]
+
+
+@pytest.mark.parametrize("source", SAFE_FLOWS)
+def test_accepted_flows_run_without_running_the_value(tmp_path, source) -> None:
+    tainted = ("V",) if "$V" in source else ()
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, tainted_env=tainted
+    )
+    assert problems == [], problems
+    script = template.render(_values())
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=20,
+    )
+    assert not list(tmp_path.glob("CANARY*")), script
+    assert result.returncode == 0, result
+
+
+# --- strict mode: consumers ---------------------------------------------------------
+
+
+def test_strict_mode_lets_only_the_consumers_and_the_builtin_set_receive() -> None:
+    sentinel = ["'RVtx0'"]
+    strict = {"consumers": ["git"]}
+    assert check_script("git clone -- 'RVtx0' repo", sentinel, **strict) == []
+    assert check_script("echo 'RVtx0' | cat", sentinel, **strict) == []
+    (finding,) = check_script("sort -- 'RVtx0'", sentinel, **strict)
+    assert (finding.rule, finding.detail) == ("consumer", "sort")
+    (finding,) = check_script("echo 'RVtx0' | jq .", sentinel, **strict)
+    assert (finding.rule, finding.detail) == ("consumer", "jq, through its stdin")
+    # printf takes a literal format in strict mode, even after --
+    assert [f.rule for f in check_script("printf -- 'RVtx0'", sentinel, **strict)] == [
+        "printf-option"
+    ]
+    # the default mode refuses git (GTFOBins lists it) and accepts sort
+    assert [f.rule for f in check_script("git clone -- 'RVtx0'", sentinel)] == ["executor"]
+    assert check_script("sort -- 'RVtx0'", sentinel) == []
+
+
+def _document(tmp_path: Path, run: str, **extra) -> Path:
+    document = {
+        "version": 1,
+        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
+        **extra.pop("top", {}),
+        "agent": {
+            "model": "m",
+            "environment": {
+                "sandbox": "local",
+                **extra.pop("environment", {}),
+                "hooks": [{"name": "h", "on_create": [{"run": run, **extra}]}],
+            },
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
+
+
+def test_consumers_from_the_installed_cli(tmp_path: Path) -> None:
+    """runner validate (the installed wheel): git needs consumers:, a shell can never be one."""
+    run = "git clone -- {{ x.url }} repo"
+    refused = _validate(_document(tmp_path, run))
+    assert refused.returncode != 0 and "[executor]" in refused.stderr, refused.stderr
+    assert "consumers:" in refused.stderr
+    assert _validate(_document(tmp_path, run, consumers=["git"])).returncode == 0
+    assert _validate(_document(tmp_path, run, top={"consumers": ["git"]})).returncode == 0
+    shell = _validate(_document(tmp_path, "echo {{ x.v }}", consumers=["bash"]))
+    assert shell.returncode != 0 and "can never be a consumer" in shell.stderr, shell.stderr
+
+
+# --- the configured shell ------------------------------------------------------------
+
+
+def test_a_shell_the_checker_does_not_model_refuses_placeholders(tmp_path: Path) -> None:
+    """shell: python3 reads the text as Python: a quoted word is no protection."""
+    path = _document(tmp_path, "print({{ x.v }})", environment={"shell": "python3"})
+    result = _validate(path)
+    assert result.returncode != 0 and "[shell-dialect]" in result.stderr, result.stderr
+    # env values still may: the program reads its environment as data
+    ok = _document(
+        tmp_path,
+        "import os; print(os.environ['V'])",
+        env={"V": "{{ x.v }}"},
+        environment={"shell": "python3"},
+    )
+    assert _validate(ok).returncode == 0
+    # and at run time, the sandbox's shell decides
+    template, problems = compile_template("echo {{ x.v }}", shell=True, fields_by_name={"x": None})
+    assert problems == [] and template is not None
+    with pytest.raises(UnsafeTemplateError, match=r"\[shell-dialect\]"):
+        template.render(_values(), shell="/usr/bin/python3")
+    assert template.render(_values(), shell="/bin/bash").startswith("echo '")
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["cat <<< {{ x.v }}", "a=({{ x.v }})", "[[ {{ x.v }} == a ]]", "cat <(echo {{ x.v }})"],
+)
+def test_sh_refuses_what_dash_lacks(source) -> None:
+    template, _ = compile_template(source, shell=True, fields_by_name={"x": None})
+    if template is None:
+        return  # refused for bash already
+    with pytest.raises(UnsafeTemplateError, match=r"\[shell-dialect\]"):
+        template.render(_values(), shell="sh")
+
+
+def test_the_dash_dialect_runs_what_it_accepts(tmp_path: Path) -> None:
+    source = 'X={{ x.v }}; echo "$X" | while read -r l; do echo "$l"; done'
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == []
+    script = template.render(_values(), shell="sh")
+    dash = shutil.which("dash") or shutil.which("sh")
+    result = subprocess.run([dash, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert "touch CANARY_SHELL" in result.stdout
+    assert not list(tmp_path.glob("CANARY*"))
+
+
+def test_every_flow_is_refused_by_the_installed_cli(tmp_path: Path) -> None:
+    """The installed wheel's ``runner validate``: one step per flow, each one a problem."""
+    steps = []
+    for _, source, tainted in FLOWS:
+        step: dict = {"run": source}
+        if tainted:
+            step["env"] = {name: "{{ x.v }}" for name in tainted}
+        steps.append(step)
+    document = {
+        "version": 1,
+        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
+        "agent": {
+            "model": "m",
+            "environment": {"sandbox": "local", "hooks": [{"name": "h", "on_create": steps}]},
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(json.dumps(document))
+    result = _validate(path)
+    assert result.returncode != 0
+    refused = {int(index) for index in re.findall(r"on_create\[(\d+)\]\.run\)", result.stderr)}
+    assert refused == set(range(len(FLOWS))), result.stderr
