@@ -96,6 +96,16 @@ FLOWS = [
     ("wrapper", "dbus-run-session -- sh -c {{ x.v }}", ()),
     ("wrapper", "some-new-launcher sh -c {{ x.v }}", ()),
     ("wrapper", "find . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ()),
+    # found by the second review: subscripts in names, programs made or
+    # reached under another name, files written by any receiver
+    ("review2", 'y={{ x.name }}; [ -v "a[y]" ]', ()),
+    ("review2", "y={{ x.name }}; a=([y]=1)", ()),
+    ("review2", "/proc/self/exe -c {{ x.v }}", ()),
+    ("review2", "cp /bin/sh ./mysh; ./mysh -c {{ x.v }}", ()),
+    ("review2", 'f=run.sh; echo {{ x.v }} | tee "$f" >/dev/null; sh run.sh', ()),
+    ("review2", "sort -o run.sh <<< {{ x.v }}; sh run.sh", ()),
+    ("review2", "echo {{ x.v }} > a; gzip a; zcat a.gz | sh", ()),
+    ("review2", "echo {{ x.v }} > f; install -s --strip-program=sh f g", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),

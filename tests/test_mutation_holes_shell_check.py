@@ -177,7 +177,14 @@ CASES = [
         (),
         [(None, "executor", 1, 22, "sh, reading a file a value was written to")],
     ),
-    ("echo {0} > f.sh; ./f.sh", (), [(None, "file-flow", 1, 22, "./f.sh")]),
+    (
+        "echo {0} > f.sh; ./f.sh",
+        (),
+        [
+            (None, "file-flow", 1, 22, "./f.sh"),
+            (None, "file-flow", 1, 22, "./f.sh: a program this script made"),
+        ],
+    ),
     (
         "echo {0} | tee f.sh; bash f.sh",
         (),
@@ -231,7 +238,7 @@ CASES = [
     ('echo "${x@Q}" {0}', (), []),
     ('echo "${x@P}" {0}', (), [(None, "indirection", 1, 7, "${x@P}")]),
     ('echo "${x@A}" {0}', (), [(None, "indirection", 1, 7, "${x@A}")]),
-    ("tee >(sh) <<< {0}", (), [(None, "stdin", 1, 5, ">( )")]),
+    ("tee >(sh) <<< {0}", (), [(0, "file-flow", 1, 5, "a file named at run time")]),
     ("exec 3< <(echo {0})", (), [(0, "evaluating-builtin", 1, 1, "exec, through its stdin")]),
     ("exec > out.log; echo {0}", (), []),
     ("exec sh; echo {0}", (), [(None, "rebinding", 1, 1, "exec with a command")]),
@@ -313,6 +320,7 @@ CASES = [
         'echo "$V" | sh',
         ("V",),
         [
+            (None, "executor", 1, 13, "sh reads its stdin from a pipe"),
             (None, "executor", 1, 13, "sh runs with a value in its environment ($V)"),
             (None, "executor", 1, 13, "sh, through its stdin"),
         ],

@@ -53,6 +53,7 @@ from .shell_rules import (
     FOLLOWED_WRAPPERS,
     REBINDING_BUILTINS,
     RULES,
+    RUNNING_OPTIONS,
     SAFE_BUILTINS,
     SAFE_SET_LETTERS,
     SAFE_SET_OPTIONS,
@@ -328,6 +329,7 @@ class _Check:
         self.tainted.update(dict.fromkeys(ALWAYS_TAINTED))
         self.numeric: set[str] = set()
         self.tainted_paths: set[str] = set()
+        self.made: set[str] = set()
         #: starts of the commands whose output carries a value read from a file
         self.extra_starts: set[int] = set()
         self.value_nodes: dict[int, Any] = {}  # start byte -> sentinel node
@@ -465,6 +467,7 @@ class _Check:
         """Refuse, anywhere in the script, what changes the meaning of other lines."""
         self.index = None
         tree = self.tree
+        self.made = self.files_made()
         for node in tree.nodes:
             kind = node.type
             if kind == "function_definition":
@@ -481,6 +484,15 @@ class _Check:
                         self.refuse("name-word", word, self.text(word)[:40])
             elif kind == "variable_assignment":
                 self.assignment_construct(node)
+            elif kind == "array":  # a=([k]=v): k is arithmetic
+                for element in node.named_children:
+                    key = re.match(r"\[([^\]]*)\]=", self.text(element))
+                    if key and not key.group(1).strip().isdigit():
+                        self.refuse("arithmetic", element, self.text(element)[:40])
+            elif kind == "unary_expression" and tree.inside(node, ("test_command",)):
+                operator = node.child_by_field_name("operator") or node.children[0]
+                if self.text(operator) in ("-v", "-R") and "[" in self.text(node):
+                    self.refuse("arithmetic", node, self.text(node)[:40])
             elif kind == "expansion":
                 operators = [c for c in node.children if tree.field(c) == "operator"]
                 texts = [self.text(c) for c in operators]
@@ -520,6 +532,21 @@ class _Check:
             return
         name, arguments = resolved.name, resolved.arguments
         statics = [self.fixed(a) for a in arguments]
+        path = self.tree.static(resolved.name_node) or ""
+        if path.startswith(("/proc/", "/dev/")):  # /proc/self/exe is the shell itself
+            self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program under /proc")
+        elif "/" in path and _base(path) in self.made:  # ./mysh may be a copy of bash
+            self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program this script made")
+        if (
+            name in ("test", "[")
+            and any(s in ("-v", "-R") for s in statics)
+            and any(s is not None and "[" in s for s in statics)
+        ):
+            self.refuse("arithmetic", resolved.name_node, "test -v of a subscript")
+        if is_executor(name) and not (self.consumers and name in self.consumers):
+            source = self.stdin_source(command)
+            if source is not None:
+                self.refuse("executor", resolved.name_node, f"{name} reads its stdin from {source}")
         if name in REBINDING_BUILTINS:
             self.refuse("rebinding", resolved.name_node, name)
         elif name == "exec" and arguments:
@@ -552,6 +579,55 @@ class _Check:
             self.refuse("rebinding", resolved.name_node, f"{name} -C")
         elif name == "wait" and any(s is None or (s.startswith("-") and "p" in s) for s in statics):
             self.refuse("name-word", resolved.name_node, "wait -p")
+
+    #: Programs whose file arguments are files they write.
+    _MAKERS = frozenset({"cp", "mv", "ln", "install", "rsync", "dd", "tee", "sponge", "touch"})
+
+    def files_made(self) -> set[str]:
+        """The base names of the files this script may create: redirect
+        targets and the words of the programs that copy or link files."""
+        made: set[str] = set()
+        for node in self.tree.nodes:
+            words: list[Any] = []
+            if node.type == "file_redirect":
+                words = [node.child_by_field_name("destination")]
+            elif node.type == "command":
+                resolved = self.resolve_quietly(node)
+                if resolved is not None and resolved.name in self._MAKERS:
+                    words = resolved.arguments
+            for word in words:
+                text = self.tree.static(word) if word is not None else None
+                if text and not text.startswith("-"):
+                    made.add(_base(text.split("=", 1)[-1]))
+        return made
+
+    def stdin_source(self, command: Any) -> str | None:
+        """Where ``command`` reads its stdin from, if anything but the
+        step's own (nothing) or a heredoc: a pipe, a file, a here-string."""
+        tree = self.tree
+        node = command
+        while tree.parent(node) is not None:
+            parent = tree.parent(node)
+            if parent.type in ("command_substitution", "process_substitution"):
+                return None
+            if parent.type == "pipeline":
+                stages = [c for c in parent.children if c.is_named]
+                if stages and stages[0].id != node.id:
+                    return "a pipe"
+            if parent.type == "redirected_statement":
+                for redirect in parent.children:
+                    if redirect.type == "herestring_redirect":
+                        return "a here-string"
+                    if redirect.type == "file_redirect":
+                        operator = next(
+                            (self.text(c) for c in redirect.children if not c.is_named), ""
+                        )
+                        target = redirect.child_by_field_name("destination")
+                        text = self.tree.static(target) if target is not None else None
+                        if operator in _READING_REDIRECTS and text != "/dev/null":
+                            return "a file"
+            node = parent
+        return None
 
     def set_construct(self, resolved: _Command, statics: list[str | None]) -> None:
         expect_option = False
@@ -1216,6 +1292,10 @@ class _Check:
         if key not in self.received:
             self.received.add(key)
             self.record_written_paths(command, resolved)
+        for word in resolved.arguments:
+            option = self.tree.static(word)
+            if option is not None and option.split("=", 1)[0] in RUNNING_OPTIONS:
+                raise _Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
         if self.consumers is not None:
             allowed = name in self.consumers or name in STRICT_RECEIVERS
             if name in STDIN_BUILTINS and via != "stdin":
@@ -1239,16 +1319,27 @@ class _Check:
                 raise _Refused("wrapper", word, f"{name} {text}")
 
     #: Programs that write what they receive to the files their arguments name.
-    _COPIERS = frozenset({"tee", "cp", "mv", "install", "ln", "dd", "sponge", "rsync"})
+    _COPIERS = frozenset(
+        {"tee", "cp", "mv", "install", "ln", "dd", "sponge", "rsync", "sort", "uniq", "shuf", "xxd"}
+    )
 
     def record_written_paths(self, command: Any, resolved: _Command) -> None:
-        """A command that receives a value may write it to the static files it
-        redirects to: a command that later runs such a file runs the value."""
-        if resolved.name in self._COPIERS:
-            for word in resolved.arguments:
-                path = self.tree.static(word)
-                if path and not path.startswith("-"):
-                    self.tainted_paths.add(_base(path.split("=", 1)[-1]))
+        """A command that receives a value may write it to any file it names
+        (``sort -o f``, ``tee f``, ``cp x f``) or redirects to: a command that
+        later runs such a file runs the value.  A copier's file that is not
+        a literal word cannot be followed: refused.  (Builtins write only
+        through redirects: ``read a b`` names variables.)"""
+        for word in resolved.arguments if resolved.name not in BUILTINS else ():
+            if self.carries(word):
+                continue
+            path = self.tree.static(word)
+            if path is None:
+                if resolved.name in self._COPIERS:
+                    raise _Refused("file-flow", word, "a file named at run time")
+                continue
+            path = path.split("=", 1)[-1]  # dd of=f, --output=f
+            if path and not path.startswith("-"):
+                self.tainted_paths.add(_base(path))
         parent = self.tree.parent(command)
         if parent is not None and parent.type == "redirected_statement":
             self.record_redirects(parent)

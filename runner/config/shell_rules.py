@@ -370,6 +370,15 @@ EXECUTOR_SUPPLEMENT = frozenset(
         "gosu",
         "s6-setuidgid",
         "capsh",
+        "sensible-editor",
+        "sensible-pager",
+        "sensible-browser",
+        "editor",
+        "pager",
+        "x-www-browser",
+        "xdg-open",
+        "run-parts",
+        "man",
         # they read commands from stdin: ! runs a shell command in each
         "gdb",
         "lldb",
@@ -380,6 +389,30 @@ EXECUTOR_SUPPLEMENT = frozenset(
         "ex",
         "dc",
     }
+)
+
+
+#: Options that make an ordinary program run another one (``sort
+#: --compress-program=sh``, ``install --strip-program=sh``): a program given
+#: a value may not get one.
+RUNNING_OPTIONS = (
+    "--strip-program",
+    "--compress-program",
+    "--use-compress-program",
+    "--rsync-path",
+    "--rsh",
+    "--checkpoint-action",
+    "--to-command",
+    "--info-script",
+    "--new-volume-script",
+    "--pager",
+    "--editor",
+    "--eval",
+    "--filter",
+    "-exec",
+    "-execdir",
+    "-ok",
+    "-okdir",
 )
 
 
@@ -507,7 +540,7 @@ ALWAYS_TAINTED = frozenset({"REPLY", "MAPFILE", "OPTARG", "BASH_REMATCH", "COPRO
 #: Environment variables programs read as code, commands or options: no value
 #: may go into one (``GIT_SSH_COMMAND``, ``EDITOR``, ``PERL5OPT``...).
 _CODE_BEARING_ENV = re.compile(
-    r"(GIT_(?!AUTHOR_|COMMITTER_).*|.*EDITOR|.*PAGER|LESS.*|PERL.*|PYTHON.*|RUBY.*|"
+    r"(GIT_(?!AUTHOR_|COMMITTER_).*|.*EDITOR|VISUAL|.*PAGER|LESS.*|PERL.*|PYTHON.*|RUBY.*|"
     r"NODE_.*|NPM_CONFIG_.*|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|.*ASKPASS|"
     r"BROWSER|MAKEFLAGS|MFLAGS|GNUMAKEFLAGS|SSH_.*|PROMPT_.*|.*_COMMAND|.*_CMD|"
     r"GCONV_PATH|MANPAGER|MANOPT|GIT|SYSTEMD_.*|DOCKER_.*|PIP_.*|CC|CXX|CPP|LDFLAGS|"
