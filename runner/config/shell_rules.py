@@ -433,10 +433,13 @@ def is_executor(name: str) -> bool:
     )
 
 
-#: Variables that change how bash (or the dynamic loader) runs, or that bash
-#: computes itself: no script with values may assign them.
-SHELL_CONTROL_NAMES = frozenset(
+#: Variables whose assignment makes later lines run something else (PATH
+#: picks the programs, PS4 is expanded as a prompt, BASH_CMDS and
+#: BASH_ALIASES rebind names): no script with values assigns them at all.
+#: Set them in the step's ``env:`` instead.
+REBINDING_NAMES = frozenset(
     {
+        "PATH",
         "ENV",
         "PS0",
         "PS1",
@@ -446,8 +449,16 @@ SHELL_CONTROL_NAMES = frozenset(
         "PROMPT_COMMAND",
         "SHELLOPTS",
         "BASHOPTS",
+        "EXECIGNORE",
+    }
+)
+_REBINDING_PREFIXES = ("BASH", "LD_")
+
+#: Variables that change how bash (or the dynamic loader) runs, or that bash
+#: computes itself: no script with values may assign them.
+SHELL_CONTROL_NAMES = REBINDING_NAMES | frozenset(
+    {
         "IFS",
-        "PATH",
         "CDPATH",
         "GLOBIGNORE",
         "HISTFILE",
@@ -463,7 +474,6 @@ SHELL_CONTROL_NAMES = frozenset(
         "OPTARG",
         "OPTERR",
         "FUNCNEST",
-        "EXECIGNORE",
         "POSIXLY_CORRECT",
         "RANDOM",
         "SRANDOM",
@@ -498,26 +508,6 @@ SHELL_CONTROL_NAMES = frozenset(
 )
 # LC_*: a multibyte locale where "\\" ends a character changes how text is read.
 _SHELL_CONTROL_PREFIXES = ("BASH", "LD_", "COMP_", "HIST", "BASH_FUNC_", "LC_")
-#: Variables whose assignment makes later lines run something else (PATH
-#: picks the programs, PS4 is expanded as a prompt, BASH_CMDS and
-#: BASH_ALIASES rebind names): no script with values assigns them at all.
-#: Set them in the step's ``env:`` instead.
-REBINDING_NAMES = frozenset(
-    {
-        "PATH",
-        "ENV",
-        "PS0",
-        "PS1",
-        "PS2",
-        "PS3",
-        "PS4",
-        "PROMPT_COMMAND",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "EXECIGNORE",
-    }
-)
-_REBINDING_PREFIXES = ("BASH", "LD_")
 
 #: Variables bash keeps as integers: safe to name in arithmetic.
 BASH_INTEGERS = frozenset(
