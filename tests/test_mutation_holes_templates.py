@@ -529,3 +529,64 @@ def test_no_template_can_name_the_guard() -> None:
     assert ":" in GUARD_FILTER and ":" in MASKED_CONTEXT
     with pytest.raises(TemplateSyntaxError):
         _SHELL.parse("{{ x | runner:guard }}")
+
+
+# --- issue 25: the shell and the consumers reach the checker ------------------------
+
+
+def test_the_configured_shell_reaches_the_static_check() -> None:
+    fields = {"v": None}
+    _, problems = compile_template("echo {{ v }}", shell=True, fields_by_name=fields)
+    assert problems == []
+    _, problems = compile_template(
+        "echo {{ v }}", shell=True, fields_by_name=fields, shell_name="python3"
+    )
+    assert [p.message.rsplit("[", 1)[1].split("]")[0] for p in problems] == ["shell-dialect"]
+    _, problems = compile_template(
+        "cat <<< {{ v }}", shell=True, fields_by_name=fields, shell_name="sh"
+    )
+    assert problems and all("[shell-dialect]" in p.message for p in problems)
+    # a static command with a tainted env value: checked as that shell reads it
+    _, problems = compile_template(
+        'cat <<< "$V"', shell=True, fields_by_name={}, tainted_env=["V"], shell_name="dash"
+    )
+    assert problems and "[shell-dialect]" in problems[0].message
+    _, problems = compile_template(
+        'print("$V")', shell=True, fields_by_name={}, tainted_env=["V"], shell_name="python3"
+    )
+    assert problems == []  # env values only: the program reads them as data
+
+
+def test_consumers_reach_the_static_and_the_run_time_check() -> None:
+    fields = {"v": None}
+    source = "git clone -- {{ v }} repo"
+    template, problems = compile_template(source, shell=True, fields_by_name=fields)
+    assert template is None and "[executor]" in problems[0].message
+    template, problems = compile_template(
+        source, shell=True, fields_by_name=fields, consumers=["git"]
+    )
+    assert problems == [] and template is not None
+    assert template.consumers == frozenset({"git"})
+    assert template.render({"v": "x"}) == "git clone -- 'x' repo"
+    # consumers are for run commands only
+    text, _ = compile_template("{{ v }}", shell=False, fields_by_name=fields, consumers=["git"])
+    assert text is not None and text.consumers is None
+    # the run-time check of a static command with a tainted env value sees them too
+    strict = Template('git log "$V"', True, frozenset(), None, frozenset({"V"}), frozenset({"git"}))
+    assert strict.render({}) == 'git log "$V"'
+    default = Template('git log "$V"', True, frozenset(), None, frozenset({"V"}))
+    with pytest.raises(UnsafeTemplateError, match=r"\[executor\]"):
+        default.render({})
+
+
+def test_the_sandboxs_shell_reaches_the_run_time_check() -> None:
+    template, problems = compile_template("echo {{ v }}", shell=True, fields_by_name={"v": None})
+    assert problems == [] and template is not None
+    assert template.render({"v": "x"}, shell="/bin/bash") == "echo 'x'"
+    assert template.render({"v": "x"}, shell="dash") == "echo 'x'"
+    with pytest.raises(UnsafeTemplateError, match=r"\[shell-dialect\]"):
+        template.render({"v": "x"}, shell="python3")
+    static = Template('cat <<< "$V"', True, frozenset(), None, frozenset({"V"}))
+    assert static.render({}) == 'cat <<< "$V"'
+    with pytest.raises(UnsafeTemplateError, match=r"\[shell-dialect\]"):
+        static.render({}, shell="sh")
