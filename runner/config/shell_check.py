@@ -178,7 +178,6 @@ _BASH_ONLY = {
     "subscript": "arrays",
     "c_style_for_statement": "for (( ))",
     "select_statement": "select",
-    "arithmetic_expansion": None,  # $(( )) is POSIX
 }
 
 
