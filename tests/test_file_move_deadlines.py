@@ -13,12 +13,13 @@ as the shell helper already had); the tests set it to 3 s and check that the
 move fails with a ``TimeoutError`` saying so, well within a generous bound
 (no timing is asserted: only that it does not hang).
 
-Not covered, and open (issue 26): on the per-command path (no helper), each
-move is a ``docker exec`` as the sandbox user, and the agent's ``kill -STOP
--1`` also stops that exec's ``runc init`` before it runs anything.  runc then
-waits for it, and so do the container's shim and every later Engine call on
-the container, deletion included, until something outside the container kills
-it.  The fix is to start those execs as root and drop to the user inside.
+On the per-command path (no helper) each move and command is a ``docker
+exec``.  Started with ``--user``, that exec's own ``runc init`` ran as the
+sandbox user before the command did, the agent's ``kill -STOP -1`` stopped it,
+and runc, the container's shim and every later Engine call on the container,
+deletion included, waited for it forever.  The execs now start as root and
+drop to the user inside (setpriv or nsenter); the last test checks commands,
+moves and the container's removal all end.
 """
 
 from __future__ import annotations
@@ -93,3 +94,35 @@ async def test_a_stopped_open_cannot_hold_a_file_move(docker_backend, image_tags
             assert await moves_stopped(lambda: box.write_file(target, "data")), "no write was"
         # The channel was not given up for it: its answer was an error.
         assert box.channel is not None and box.channel.alive
+
+
+@pytest.mark.parametrize("kind", ["full", "minimal", "busybox"])
+async def test_a_stopped_user_cannot_wedge_the_per_command_path(
+    docker_backend, image_tags, kind
+) -> None:
+    """Without a helper, under the same loop: every command and move ends
+    (done, timed out or failed with the deadline), and so does the removal
+    of the container.  Before: the first exec after the loop started hung in
+    ``runc init`` and the container could not even be removed (the test
+    hit its bound and left a wedged container behind)."""
+    env = docker_backend.environment(image=image_tags[kind], exec_channel=False)
+    with anyio.fail_after(BOUND_SECONDS):
+        async with await agents.Agent(model="m", environment=env).start_session() as session:
+            box = session.sandbox
+            assert box.channel is None
+            container_id = box.container_id
+            path = await stopped_sandbox(session, kind)
+            for _ in range(3):
+                result = await box.execute("echo alive", timeout_seconds=3)
+                assert result.exit_code == 0 or result.timed_out, result
+            assert await moves_stopped(lambda: box.read_file(path)), "no read was stopped"
+            assert await moves_stopped(lambda: box.write_file("g", "data")), "no write was"
+            # Root's commands are not the agent's to stop.
+            assert (await box.execute_as_root("echo root", timeout_seconds=10)).stdout == "root\n"
+    with anyio.fail_after(30):
+        gone = await anyio.to_thread.run_sync(
+            lambda: docker_backend.docker_client.containers.list(
+                all=True, filters={"id": container_id}
+            )
+        )
+    assert gone == []

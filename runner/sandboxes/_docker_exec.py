@@ -94,6 +94,41 @@ def probe(client: docker.DockerClient, container_id: str, workdir: str) -> dict[
     return {name: name in present for name in ("bash", "timeout", "sleep")}
 
 
+#: Which tool, run as root, becomes another user without a shell of its own
+#: in between: setpriv (util-linux), else nsenter with no namespace (also
+#: busybox's); the same test the shell helper makes.
+DROP_PROBE = (
+    'if [ "$(setpriv --reuid=65534 --regid=65534 --clear-groups -- id -u 2>/dev/null)" = 65534 ]; '
+    "then echo setpriv; "
+    'elif [ "$(nsenter -S 65534 -G 65534 -- id -u 2>/dev/null)" = 65534 ]; then echo nsenter; fi'
+)
+
+
+def probe_drop(client: docker.DockerClient, container_id: str) -> str | None:
+    """``"setpriv"``, ``"nsenter"`` or None: how a root exec becomes the
+    sandbox user in this image (see ``drop_argv``)."""
+    _code, stdout, _err, _cut = exec_capped(
+        client, container_id, ["sh", "-c", DROP_PROBE], {}, "/", 1 << 10, PROBE_SECONDS
+    )
+    kind = stdout.decode("ascii", errors="replace").strip()
+    return kind if kind in ("setpriv", "nsenter") else None
+
+
+def drop_argv(kind: str, uid: int, gid: int) -> list[str]:
+    """The argv prefix that runs the rest as ``uid:gid`` with no groups.
+
+    The per-command path starts its execs as root and drops with this,
+    rather than ``docker exec --user``: with ``--user``, runc's own init
+    process runs as the sandbox user before the command does, and the agent
+    (same uid) can stop it with ``kill -STOP -1``; runc, the shim and every
+    later Engine call on the container (deletion included) then wait for it
+    forever.  As root, nothing of the exec itself is the agent's to stop.
+    """
+    if kind == "setpriv":
+        return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    return ["nsenter", "-S", str(uid), "-G", str(gid), "--"]
+
+
 def exec_capped(
     client: docker.DockerClient,
     container_id: str,
@@ -163,10 +198,12 @@ def exec_file(
     *,
     args: tuple[str, ...] = (),
     idle_seconds: float = FILE_PIECE_SECONDS,
+    prefix: tuple[str, ...] | list[str] = (),
 ) -> Iterator[bytes]:
     """Run ``script`` (``READ_SCRIPT``/``WRITE_SCRIPT``) on ``path`` (and
-    ``args``) as ``user``, feeding it ``data`` on stdin; yield its stdout as
-    it arrives, then raise the ``OSError`` its exit status names.
+    ``args``) as ``user``, through ``prefix`` (a ``drop_argv``) if any,
+    feeding it ``data`` on stdin; yield its stdout as it arrives, then raise
+    the ``OSError`` its exit status names.
 
     Used where there is no helper: ``head``/``cat`` running as the sandbox
     user move the bytes, so the Engine's archive API (which reads and writes
@@ -178,7 +215,7 @@ def exec_file(
     api = client.api
     exec_id = api.exec_create(
         container_id,
-        ["sh", "-c", script, "sh", path, *args],
+        [*prefix, "sh", "-c", script, "sh", path, *args],
         stdin=data is not None,
         stdout=True,
         stderr=True,

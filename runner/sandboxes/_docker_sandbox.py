@@ -31,10 +31,12 @@ from ._docker_exec import (
     READ_SCRIPT,
     WRITE_SCRIPT,
     drain,
+    drop_argv,
     exec_capped,
     exec_file,
     file_error,
     probe,
+    probe_drop,
 )
 from ._exec_channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from .base import (
@@ -192,6 +194,11 @@ class DockerSandbox(Sandbox):
         #: file before the move is stopped and fails (both helpers and the
         #: per-command path; see ``FILE_PIECE_SECONDS``).
         self.file_piece_seconds = FILE_PIECE_SECONDS
+        #: How the per-command path becomes the sandbox user ("setpriv",
+        #: "nsenter", None: neither, so ``docker exec --user``); probed on
+        #: first use.
+        self._drop: str | None = None
+        self._drop_probed = False
 
     @property
     def container_id(self) -> str:
@@ -203,10 +210,21 @@ class DockerSandbox(Sandbox):
             return None
         return [SANDBOX_UID, SANDBOX_GID]
 
-    def _docker_user(self, *, root: bool = False) -> str:
-        """The same, as ``docker exec --user`` takes it."""
+    async def _as_user(self, argv: list[str], *, root: bool = False) -> tuple[list[str], str]:
+        """``argv`` and the ``docker exec --user`` that run it as the sandbox
+        user on the per-command path: started as root and dropped inside
+        where the image has setpriv or nsenter (see ``drop_argv``: the agent
+        can then stop nothing of the exec itself), else ``--user``, which
+        leaves runc's init process to the agent (SECURITY.md says so)."""
         ids = self._ids(root=root)
-        return "0:0" if ids is None else f"{ids[0]}:{ids[1]}"
+        if ids is None:
+            return argv, "0:0"
+        if not self._drop_probed:
+            self._drop = await self.client.call(probe_drop, self.container_id)
+            self._drop_probed = True
+        if self._drop is None:
+            return argv, f"{ids[0]}:{ids[1]}"
+        return [*drop_argv(self._drop, ids[0], ids[1]), *argv], "0:0"
 
     async def prepare(self, *, detect_shell: bool) -> None:
         """Find the shell and check the image has what ``execute`` relies on."""
@@ -410,15 +428,9 @@ class DockerSandbox(Sandbox):
                 output_truncated=header["stdout_total"] != len(stdout)
                 or header["stderr_total"] != len(stderr),
             )
-        argv = [
-            "timeout",
-            "-k",
-            str(KILL_GRACE_SECONDS),
-            f"{timeout:g}",
-            self.shell,
-            "-c",
-            command,
-        ]
+        # timeout runs as root where the image can drop (the agent cannot stop it).
+        command_argv, user = await self._as_user([self.shell, "-c", command], root=root)
+        argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), f"{timeout:g}", *command_argv]
         if self._ids(root=root) is not None:  # the OOM killer's first choice, as over the channel
             argv = [self.shell, "-c", RAISE_OOM_SCORE, "sh", *argv]
         exit_code, stdout, stderr, truncated = await self.client.call(
@@ -429,7 +441,7 @@ class DockerSandbox(Sandbox):
             workdir,
             self.output_cap_bytes,
             timeout + HOST_GRACE_SECONDS,
-            self._docker_user(root=root),
+            user,
             abandon_on_cancel=True,
         )
         duration = time.perf_counter() - started
@@ -556,7 +568,12 @@ class DockerSandbox(Sandbox):
                 return
 
     def _exec_pieces(
-        self, client: docker.DockerClient, path: str, limit: int | None = None, of: str = ""
+        self,
+        client: docker.DockerClient,
+        runas: tuple[list[str], str],
+        path: str,
+        limit: int | None = None,
+        of: str = "",
     ) -> Iterator[bytes]:
         """The same through ``head -c LIMIT+1`` as the sandbox user (blocking):
         no size is known in advance, so the read stops one byte past the
@@ -568,9 +585,10 @@ class DockerSandbox(Sandbox):
             self.container_id,
             READ_SCRIPT,
             self._path(path),
-            self._docker_user(),
+            runas[1],
             args=(str(limit + 1),),
             idle_seconds=self.file_piece_seconds,
+            prefix=runas[0],
         ):
             read += len(piece)
             if read > limit:
@@ -598,9 +616,10 @@ class DockerSandbox(Sandbox):
             data = NO_CHANNEL  # reading again is harmless
         if not isinstance(data, _NoChannel):
             return data
+        runas = await self._as_user([])
         return await self.client.call(
             lambda client: spooled(
-                lambda add: drain_into(add, self._exec_pieces(client, path, limit, of))
+                lambda add: drain_into(add, self._exec_pieces(client, runas, path, limit, of))
             )
         )
 
@@ -623,8 +642,9 @@ class DockerSandbox(Sandbox):
                 size = NO_CHANNEL  # copying again is harmless
             if not isinstance(size, _NoChannel):
                 return size
+            runas = await self._as_user([])
             return await self.client.call(
-                lambda client: write_sparse(target, self._exec_pieces(client, path))
+                lambda client: write_sparse(target, self._exec_pieces(client, runas, path))
             )
         except BaseException:
             target.unlink(missing_ok=True)
@@ -658,13 +678,13 @@ class DockerSandbox(Sandbox):
         except ChannelError:
             done = NO_CHANNEL  # writing the whole file again is harmless
         if isinstance(done, _NoChannel):
-            user = self._docker_user()
+            prefix, user = await self._as_user([])
 
             def create_then_write(client: docker.DockerClient) -> None:
                 move = partial(exec_file, client, self.container_id)
                 idle = self.file_piece_seconds
-                drain(move(CREATE_SCRIPT, target, user, idle_seconds=idle))
-                drain(move(WRITE_SCRIPT, target, user, payload, idle_seconds=idle))
+                drain(move(CREATE_SCRIPT, target, user, idle_seconds=idle, prefix=prefix))
+                drain(move(WRITE_SCRIPT, target, user, payload, idle_seconds=idle, prefix=prefix))
 
             await self.client.call(create_then_write)
 
