@@ -250,13 +250,16 @@ async def _destroy_then_delete(
     process the sandbox's commands left running is killed first, so nothing
     the agent started runs beside an ``on_destroy`` (issue 26): it could read
     a step's ``secrets:`` from /proc, change files just before a hook uses
-    them, or hold every pid.  If that fails, no ``on_destroy`` runs.
+    them, or hold every pid.  Then the hooks get a new, empty ``HOME``.  If
+    either fails, no ``on_destroy`` runs.
     """
     failures: list[HookFailure] = []
     with anyio.CancelScope(shield=True):
         try:
             if end_processes and not await _end_processes(sandbox, failures):
                 plans = ()  # the agent's processes may be alive: no hook's secret meets them
+            elif end_processes and not await _fresh_home(sandbox, failures):
+                plans = ()  # the hooks would read the agent's dotfiles
             with anyio.CancelScope(deadline=_deadline(timeout)) as hooks_scope:
                 _cleanups.add(hooks_scope)
                 try:
@@ -304,6 +307,27 @@ async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
             killed,
             sandbox.session_id,
         )
+    return True
+
+
+async def _fresh_home(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
+    """Give the ``on_destroy`` hooks a new, empty ``HOME`` (the agent's is
+    its own: ``.gitconfig``, ``.ssh/config``, user site-packages would run its
+    code in a hook); False (a failure recorded and logged) if that failed."""
+    try:
+        with anyio.fail_after(END_PROCESSES_SECONDS):
+            await sandbox.fresh_home()
+    except Exception as exc:
+        failure = HookFailure(
+            "cleanup",
+            "on_destroy",
+            type(exc).__name__,
+            f"could not give the hooks a new HOME ({str(exc) or 'timed out'}), "
+            "so no on_destroy hook ran (one would read the agent's files as its own)",
+        )
+        failures.append(failure)
+        logger.error("%s (session %s)", failure, sandbox.session_id)
+        return False
     return True
 
 

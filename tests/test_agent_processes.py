@@ -295,3 +295,78 @@ async def test_processes_holding_every_pid_are_killed_before_on_destroy(
     assert session.destroy_failures == []
     (result,) = hook.results
     assert (result.exit_code, result.stdout) == (0, "ok\n"), result
+
+
+#: The agent's planting: a git ``diff.external`` and a Python user
+#: site-packages ``.pth`` in its HOME, each of which would run its code in
+#: whatever later runs git or python3 as the sandbox user with that HOME.
+PLANT = (
+    "printf '#!/bin/sh\\ntouch /workspace/pwned-git\\n' > $HOME/d.sh; chmod +x $HOME/d.sh;"
+    " printf '[diff]\\n\\texternal = %s/d.sh\\n' $HOME > $HOME/.gitconfig;"
+    " for v in 3 3.9 3.10 3.11 3.12 3.13; do mkdir -p $HOME/.local/lib/python$v/site-packages;"
+    " echo \"import os; open('/workspace/pwned-py', 'w')\""
+    " > $HOME/.local/lib/python$v/site-packages/x.pth; done; touch $HOME/planted"
+)
+#: The hook: what the review's hooks do to carry results out (a diff, a
+#: Python script), then what it found.
+CARRY = (
+    'echo "$HOME" > home.txt; ls -A "$HOME" >> home.txt;'
+    " if command -v git >/dev/null; then printf 1 > a; printf 2 > b;"
+    " git diff --no-index a b > /dev/null; fi;"
+    " if command -v python3 >/dev/null; then python3 -c pass; fi;"
+    " ls pwned-* > evidence.txt 2>/dev/null; true"
+)
+
+
+@pytest.mark.docker
+def test_a_hook_runs_nothing_the_agent_planted_in_its_home(tmp_path, docker_on_every_image) -> None:
+    """Issue 26: the agent's HOME is the agent's.  Its bash tool plants a
+    ``.gitconfig`` whose external diff, and a ``.pth`` that Python's user
+    site runs; an ``on_destroy`` step then runs ``git diff`` and ``python3``
+    as hooks do.  The step gets a new, empty HOME (``fresh_home``), so
+    neither runs; a step's own ``env: {HOME: ...}`` still wins.  Without the
+    new HOME, the evidence held pwned-git (full image) and pwned-py (full
+    and python3-minimal)."""
+    backend = docker_on_every_image
+    replies = [assistant(None, ("c1", "bash", {"command": PLANT})), assistant("done")]
+    with ChatServer(replies) as server:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                agent:
+                  model: m
+                  base_url: {server.url}
+                  environment:
+                    sandbox: docker
+                    hooks:
+                      - name: carry
+                        on_destroy:
+                          - run: {CARRY!r}
+                          - run: echo "$HOME" > chosen.txt
+                            env: {{HOME: /home/sandbox}}
+                          - save: home.txt
+                            to: home.txt
+                          - save: evidence.txt
+                            to: evidence.txt
+                          - save: chosen.txt
+                            to: chosen.txt
+                """
+            )
+        )
+        result = subprocess.run(
+            [*RUNNER_CLI, "run", str(config), "--prompt", "go", "--output-dir", "out"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "TMPDIR": str(tmp_path), "RUNNER_DOCKER_IMAGE": backend.image},
+            timeout=180,
+        )
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    home, *listing = (out / "home.txt").read_text().split()
+    assert home.startswith("/tmp/runner-hooks-home."), home
+    assert listing == [], f"the hooks' HOME is not empty: {listing}"
+    assert (out / "evidence.txt").read_text() == "", "a hook ran the agent's planted code"
+    assert (out / "chosen.txt").read_text() == "/home/sandbox\n"

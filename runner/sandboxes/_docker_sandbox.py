@@ -199,6 +199,9 @@ class DockerSandbox(Sandbox):
         #: first use.
         self._drop: str | None = None
         self._drop_probed = False
+        #: ``HOME`` for the sandbox user's later commands (None: the
+        #: container's, ``SANDBOX_HOME``); see ``fresh_home``.
+        self.home: str | None = None
 
     @property
     def container_id(self) -> str:
@@ -365,6 +368,8 @@ class DockerSandbox(Sandbox):
         timeout = check_timeout(timeout_seconds, name="timeout_seconds")
         timeout = timeout or self.default_exec_timeout_seconds
         workdir = self._path(cwd) if cwd else WORKSPACE
+        if self.home is not None and not root:  # the hooks' own (a step's env: still wins)
+            env = {"HOME": self.home, **(env or {})}
         started = time.perf_counter()
         request = {
             "op": "exec",
@@ -696,6 +701,23 @@ class DockerSandbox(Sandbox):
         if self._ids() is None:
             return None
         return frozenset((await self._processes("list", ())).split())
+
+    async def fresh_home(self) -> str | None:
+        """A new ``HOME`` for the hooks: made by root in ``/tmp`` (mktemp, so
+        nothing the agent left there can stand in for it), the sandbox
+        user's, mode 700."""
+        if self._ids() is not None:
+            made = await self.execute_as_root(
+                "d=$(mktemp -d /tmp/runner-hooks-home.XXXXXXXX) && chown "
+                f'{SANDBOX_UID}:{SANDBOX_GID} "$d" && chmod 700 "$d" && printf %s "$d"',
+                timeout_seconds=PROBE_SECONDS,
+            )
+            if made.exit_code != 0 or not made.stdout.startswith("/tmp/runner-hooks-home."):
+                raise SandboxUnavailableError(
+                    f"could not make a new HOME for the hooks: {made.stderr.strip()[-300:]}"
+                )
+            self.home = made.stdout
+        return self.home
 
     async def end_processes(self, *, since: frozenset[str] | None = None) -> int | None:
         """Kill every process of the sandbox user (uid 1000) but those in the

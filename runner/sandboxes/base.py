@@ -151,6 +151,15 @@ class Sandbox(abc.ABC):
         calls it before ``on_destroy`` and after each agent turn."""
         return None
 
+    async def fresh_home(self) -> str | None:
+        """Point ``HOME`` of every later command at a new, empty directory:
+        the lifecycle calls it once the agent's processes are gone, before
+        ``on_destroy``, so no hook reads the agent's dotfiles (a planted
+        ``~/.gitconfig``, ``~/.ssh/config``, Python user site-packages).
+        Returns the directory, or None where the backend keeps one ``HOME``
+        (no separate sandbox user: local, ``user: root``, Mistral)."""
+        return None
+
 
 #: What a ``FileTooLargeError`` says the file is over.
 MAX_FILE_BYTES = "the sandbox's max_file_bytes"
