@@ -34,6 +34,11 @@ PAYLOADS = {
     "python": "__import__('os').system('touch CANARY_PY')",
     "split-test": "-v a[$(touch${IFS}CANARY_SPLIT)]",
     "split-find": "x -o -exec touch CANARY_FIND ;",
+    "cmd": "touch CANARY_CMD",
+    "perl": 'system("touch CANARY_PERL");',
+    "cmake": "execute_process(COMMAND touch CANARY_CMAKE)",
+    "make": "all:\n\ttouch CANARY_MAKE\n",
+    "git": "[alias]\n\tst = !touch CANARY_GIT\n",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -106,6 +111,36 @@ FLOWS = [
     ("review2", "sort -o run.sh <<< {{ x.v }}; sh run.sh", ()),
     ("review2", "echo {{ x.v }} > a; gzip a; zcat a.gz | sh", ()),
     ("review2", "echo {{ x.v }} > f; install -s --strip-program=sh f g", ()),
+    # found by the third review: declarations behind builtin, arithmetic on
+    # $- and in heredocs, files read without being named, programs under
+    # other names, launchers, GNU option abbreviations
+    ("review3", "echo {{ x.v }} > f; sh -c '. ./f; :'", ()),
+    ("review3", "echo {{ x.v }} > f; gzip f; gzip -dc f.gz > g; sh g", ()),
+    ("review3", "echo {{ x.v }} | c++ -wrapper /bin/sh,-s .", ()),
+    ("review3", "echo {{ x.cmd }} | /lib64/ld-linux-x86-64.so.2 /usr/bin/xargs /usr/bin/env", ()),
+    ("review3", "echo {{ x.python }} > f.py; python3 -c 'import f'", ()),
+    ("review3", "builtin declare -i n; n={{ x.name }}", ()),
+    ("review3", "command typeset -i n; n={{ x.name }}", ()),
+    ("review3", "hBc={{ x.name }}; echo $(( $- ))", ()),
+    ("review3", "read -r n <<< {{ x.v }}; cat <<EOF\n$(( n ))\nEOF", ()),
+    ("review3", "builtin declare -n r=PS4; r={{ x.v }}; set -x; :", ()),
+    ("review3", "mkdir t; echo {{ x.perl }} > t/a.t; prove", ()),
+    ("review3", "echo {{ x.cmd }} | tini-static -s /usr/bin/xargs /usr/bin/env", ()),
+    ("review3", "echo {{ x.cmake }} > s.cmake; ctest -S s.cmake", ()),
+    ("review3", "echo {{ x.v }} >&f; sh f", ()),
+    ("review3", "echo {{ x.v }} > f; csplit -s f 1; sh xx01", ()),
+    ("review3", "echo {{ x.v }} > f; install -s --strip-prog=sh f g", ()),
+    ("review3", "{ echo {{ x.v }}; seq 20000; } | sort -r -S 1k --compress=sh > out", ()),
+    ("review3", "N={{ x.v }}; builtin export N; sh -c 'eval \"$N\"'", ()),
+    ("review3", "echo {{ x.v }} | sort -of; sh f", ()),
+    ("review3", "N={{ x.v }}; export N; /lib64/ld-linux-x86-64.so.2 /bin/sh -c 'eval \"$N\"'", ()),
+    ("review3", "echo {{ x.make }} > Makefile; make -s", ()),
+    ("review3", "git init -q .; printf '%s\\n' {{ x.git }} >> .git/config; git st", ()),
+    # the same review, with programs the test machine runs from elsewhere
+    ("review3-listed", "echo {{ x.v }} | ipython3 --no-banner --quick", ()),
+    ("review3-listed", "echo {{ x.python }} > conftest.py; pytest -q", ()),
+    ("review3-listed", "echo {{ x.v }} > l.py; pygmentize -x -l l.py:L /dev/null", ()),
+    ("review3-listed", "echo {{ x.cmd }} | pyenv exec /usr/bin/xargs /usr/bin/env", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
@@ -146,7 +181,7 @@ def test_each_flow_is_refused_at_run_time_without_the_static_check(kind, source,
 EXPLOITABLE = [
     flow
     for flow in FLOWS
-    if flow[0] not in ("wrapper", "rebinding")
+    if flow[0] not in ("wrapper", "rebinding", "review3-listed")
     or flow[1].startswith(("hash", "BASH_CMDS", "eval", "command_not", "find"))
 ]
 
@@ -229,6 +264,81 @@ def test_strict_mode_lets_only_the_consumers_and_the_builtin_set_receive() -> No
     # the default mode refuses git (GTFOBins lists it) and accepts sort
     assert [f.rule for f in check_script("git clone -- 'RVtx0'", sentinel)] == ["executor"]
     assert check_script("sort -- 'RVtx0'", sentinel) == []
+
+
+#: The third review's strict-mode bypasses: (template, consumers).  Each one
+#: reached a program nobody named (a shell, python3, make, git) through a
+#: file, a declaration behind ``builtin`` or arithmetic the pass missed.
+STRICT_FLOWS = [
+    ("echo {{ x.v }} > f; sh -c '. ./f; :'", ["grep"]),
+    ("echo {{ x.python }} > f.py; python3 -c 'import f'", ["grep"]),
+    ("echo {{ x.v }} > f; gzip f; gzip -dc f.gz > g; sh g", ["gzip"]),
+    ("builtin declare -n r=PS4; r={{ x.v }}; set -x; :", ["grep"]),
+    ("builtin declare -i n; n={{ x.name }}", ["grep"]),
+    ("hBc={{ x.name }}; echo $(( $- ))", ["grep"]),
+    ("read -r n <<< {{ x.v }}; cat <<EOF\n$(( n ))\nEOF", ["grep"]),
+    ("echo {{ x.v }} >&f; sh f", ["grep"]),
+    ("N={{ x.v }}; builtin export N; sh -c 'eval \"$N\"'", ["grep"]),
+    ("echo {{ x.v }} | sort -of; sh f", ["sort"]),
+    ("echo {{ x.make }} > Makefile; make -s", ["grep"]),
+    ("git init -q .; printf '%s\\n' {{ x.git }} >> .git/config; git st", ["grep"]),
+]
+
+
+@pytest.mark.parametrize(("source", "consumers"), STRICT_FLOWS)
+def test_each_strict_flow_is_refused_statically_and_at_run_time(source, consumers) -> None:
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert template is None and problems, source
+    unchecked = Template(
+        source,
+        True,
+        frozenset({"x"}),
+        _SHELL.parse(source),
+        frozenset(),
+        consumers=frozenset(consumers),
+    )
+    with pytest.raises(UnsafeTemplateError, match="refused before it ran"):
+        unchecked.render(_values())
+
+
+@pytest.mark.parametrize(("source", "consumers"), STRICT_FLOWS)
+def test_each_strict_flow_is_a_real_exploit_without_the_check(
+    tmp_path, monkeypatch, source, consumers
+) -> None:
+    monkeypatch.setattr(shell_check, "check_script", lambda *args, **kwargs: [])
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset())
+    subprocess.run(
+        ["bash", "-c", template.render(_values())],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=20,
+    )
+    assert list(tmp_path.glob("CANARY*")), f"not an exploit: {source!r}"
+
+
+#: Scripts that write a value to a file and run only programs that do not
+#: run code (or, in strict mode, consumers that are not executors): accepted.
+FILE_SAFE = [
+    ("echo {{ x.v }} > out.txt; wc -c out.txt; sort out.txt > sorted.txt", None),
+    ("echo {{ x.v }} | sort -o sorted.txt; cat sorted.txt", None),
+    ("echo {{ x.v }} | grep -c touch; git status --short", None),
+    ("git clone -- {{ x.v }} src; git -C src log -1", ["git"]),
+    ("echo {{ x.v }} > title.txt; grep -c a title.txt", ["grep"]),
+]
+
+
+@pytest.mark.parametrize(("source", "consumers"), FILE_SAFE)
+def test_files_that_hold_values_beside_programs_that_run_none(source, consumers) -> None:
+    """The file rule's edge: a stream filter (grep) writes no file, so git may
+    run after it; a value given to git as an argument is git's to keep."""
+    _, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert problems == [], problems
 
 
 def _document(tmp_path: Path, run: str, **extra) -> Path:

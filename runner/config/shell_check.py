@@ -50,6 +50,7 @@ from .shell_rules import (
     ALWAYS_TAINTED,
     BASH_INTEGERS,
     BUILTINS,
+    DECLARATION_BUILTINS,
     FOLLOWED_WRAPPERS,
     REBINDING_BUILTINS,
     RULES,
@@ -59,6 +60,7 @@ from .shell_rules import (
     SAFE_SET_OPTIONS,
     SAFE_SHOPT,
     STDIN_BUILTINS,
+    STREAM_FILTERS,
     STRICT_RECEIVERS,
     dialect_of,
     is_code_bearing_env,
@@ -103,6 +105,8 @@ _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
 _READING_REDIRECTS = frozenset({"<", "<>"})
 _WRITING_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+#: Base names of the devices a redirect may name that hold nothing (/dev/null...).
+_DEVICES = ("null", "stdout", "stderr", "tty")
 #: How a value reaches a receiver, for messages (argv: no words added).
 _VIA = {
     "stdin": "through its stdin",
@@ -328,6 +332,10 @@ class _Check:
         self.tainted.update(dict.fromkeys(ALWAYS_TAINTED))
         self.numeric: set[str] = set()
         self.tainted_paths: set[str] = set()
+        #: whether a redirect wrote a value to a file, or a program that may
+        #: write files read one as content (``programs_beside_files``)
+        self.value_in_file = False
+        self.content_written = False
         self.made: set[str] = set()
         #: starts of the commands whose output carries a value read from a file
         self.extra_starts: set[int] = set()
@@ -359,9 +367,12 @@ class _Check:
         """A node bash would not read the way the parser did: an error, a
         missing token, a word holding unescaped blanks (tree-sitter lexes
         ``a<newline>\\eval`` as one word), or ``$'...'``, which sh (dash)
-        does not read as a quote at all."""
+        does not read as a quote at all; ``$((`` that the parser read as a
+        command substitution of a subshell (bash: arithmetic)."""
         if node.type == "ERROR" or node.is_missing or node.type == "ansi_c_string":
             return True
+        if node.type == "command_substitution" and self.tree.text_bytes(node).startswith(b"$(("):
+            return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
@@ -546,7 +557,9 @@ class _Check:
             source = self.stdin_source(command)
             if source is not None:
                 self.refuse("executor", resolved.name_node, f"{name} reads its stdin from {source}")
-        if name in REBINDING_BUILTINS:
+        if name in DECLARATION_BUILTINS:  # builtin declare, command typeset, "export"
+            self.refuse("declaration", resolved.name_node, f"{name} through a wrapper")
+        elif name in REBINDING_BUILTINS:
             self.refuse("rebinding", resolved.name_node, name)
         elif name == "exec" and arguments:
             self.refuse("rebinding", resolved.name_node, "exec with a command")
@@ -945,7 +958,7 @@ class _Check:
             stack.extend(node.children)
 
     def arithmetic_name(self, name: str) -> bool:
-        if name in ("#", "?", "$", "!", "-", "0"):
+        if name in ("#", "?", "$", "!"):  # numbers; $- and $0 are words (read as names)
             return True
         return name in BASH_INTEGERS or name in self.numeric
 
@@ -1293,8 +1306,10 @@ class _Check:
             self.record_written_paths(command, resolved)
         for word in resolved.arguments:
             option = self.tree.static(word)
-            if option is not None and option.split("=", 1)[0] in RUNNING_OPTIONS:
+            if option is not None and _is_running_option(option.split("=", 1)[0]):
                 raise _Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
+        if via in ("stdin", "<( )") and name not in BUILTINS | STREAM_FILTERS:
+            self.content_written = True  # it may write what it read to any file
         if self.consumers is not None:
             allowed = name in self.consumers or name in STRICT_RECEIVERS
             if name in STDIN_BUILTINS and via != "stdin":
@@ -1312,10 +1327,26 @@ class _Check:
             raise _Refused("executor", resolved.name_node, detail)
         if name in STRICT_RECEIVERS:
             return
+        launched = self.launched(resolved)
+        if launched is not None:
+            raise _Refused("wrapper", launched, f"{name} {self.text(launched)[:40]}")
+
+    def launched(self, resolved: _Command) -> Any:
+        """The word of ``resolved``'s arguments that names a program it may
+        launch (``tini-static -s /usr/bin/xargs``, ``ld.so /bin/sh``): a
+        shell or an interpreter anywhere, an executor as a path or as the
+        first word that is not an option; None if there is none."""
+        first = True
         for word in resolved.arguments:
             text = self.tree.static(word)
-            if text is not None and is_interpreter(text.rsplit("/", 1)[-1]):
-                raise _Refused("wrapper", word, f"{name} {text}")
+            if text is None:
+                continue
+            base = text.rsplit("/", 1)[-1]
+            if is_interpreter(base) or (is_executor(base) and ("/" in text or first)):
+                return word
+            if not text.startswith("-"):
+                first = False
+        return None
 
     #: Programs that write what they receive to the files their arguments name.
     _COPIERS = frozenset(
@@ -1351,17 +1382,23 @@ class _Check:
                 continue
             operator = next((self.text(c) for c in redirect.children if not c.is_named), "")
             destination = redirect.child_by_field_name("destination")
-            if operator in _WRITING_REDIRECTS and destination is not None:
+            if operator == ">&" and destination is not None:  # >&2 duplicates; >&f writes f
+                target = self.tree.static(destination)
+                if target is not None and (target.isdigit() or target == "-"):
+                    continue
+            if operator in (*_WRITING_REDIRECTS, ">&") and destination is not None:
                 path = self.tree.static(destination)
                 if path is None or _GLOB.search(path):
                     raise _Refused("file-flow", destination, "a file named at run time")
                 self.tainted_paths.add(_base(path))
+                if _base(path) not in _DEVICES:
+                    self.value_in_file = True
 
     def file_readers(self) -> list[Any]:
         """The commands that read a file a value was written to (their output
         carries the value from now on); refuses one run from such a file."""
         self.tainted_paths.discard("")
-        for device in ("null", "stdout", "stderr", "tty"):
+        for device in _DEVICES:
             self.tainted_paths.discard(device)  # /dev/null and the like hold nothing
         if not self.tainted_paths:
             return []
@@ -1388,6 +1425,38 @@ class _Check:
             if reads and resolved.name is not None:
                 readers.append(command)
         return readers
+
+    def programs_beside_files(self) -> None:
+        """Once a value may sit in a file (a redirect wrote one, or a program
+        that writes files read one), a program that runs code may read it
+        without naming it: ``make`` its Makefile, ``git`` .git/config,
+        ``python3 -c 'import f'`` f.py, ``sh -c '. ./f'``, ``sh xx01`` after
+        ``csplit``.  None may run anywhere in the script; in strict mode, no
+        program but the consumers (not executors) and ``STRICT_RECEIVERS``."""
+        if not (self.value_in_file or self.content_written):
+            return
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None or resolved.name in BUILTINS:
+                continue  # builtins that run code are refused as constructs
+            row, column = resolved.name_node.start_point
+            if (row + 1, column + 1) in refused:
+                continue  # refused already, as a reader or a receiver
+            name = resolved.name
+            if self.consumers is not None:
+                allowed = name in STRICT_RECEIVERS or (
+                    name in self.consumers and not is_executor(name)
+                )
+            else:
+                allowed = not is_executor(name) and self.launched(resolved) is None
+            if not allowed:
+                self.refuse(
+                    "file-flow",
+                    resolved.name_node,
+                    f"{name}: this script writes a value to a file {name} may read",
+                )
 
     def judge_reader(self, command: Any) -> None:
         """``command`` reads a file that holds a value: it receives it, and
@@ -1430,7 +1499,11 @@ class _Check:
         shown = ", ".join(f"${name}" for name in sorted(exported))
         for command in self.commands:
             resolved = self.resolve_quietly(command)
-            if resolved is None or resolved.name is None or not is_executor(resolved.name):
+            if resolved is None or resolved.name is None:
+                continue
+            if not is_executor(resolved.name) and (
+                resolved.name in BUILTINS or self.launched(resolved) is None
+            ):
                 continue
             consumer = bool(self.consumers) and resolved.name in (self.consumers or ())
             if consumer and not is_interpreter(resolved.name):
@@ -1470,6 +1543,7 @@ class _Check:
                 self.judge_reader(reader)
             found = {r.id: r for r in self.file_readers() if r.id not in readers}
             if not found:
+                self.programs_beside_files()
                 return self.findings
             readers.update(found)
             self.extra_starts.update(r.start_byte for r in found.values())
@@ -1510,6 +1584,18 @@ class _Check:
                 if line_key == delimiter or (not quoted and line.endswith(b"\\")):
                     return node
         return None
+
+
+def _is_running_option(option: str) -> bool:
+    """One of ``RUNNING_OPTIONS``, or a GNU abbreviation of a long one
+    (``--strip-prog`` is ``--strip-program`` to getopt_long)."""
+    if option in RUNNING_OPTIONS:
+        return True
+    return (
+        option.startswith("--")
+        and len(option) > 2
+        and any(o.startswith(option) for o in RUNNING_OPTIONS if o.startswith("--"))
+    )
 
 
 def _base(path: str) -> str:

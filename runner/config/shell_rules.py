@@ -139,8 +139,11 @@ RULES: dict[str, tuple[str, str]] = {
         'use the variable only as "$NAME" (in double quotes) in an argument',
     ),
     "file-flow": (
-        "run from a file this script writes a value to",
-        "do not run a file that holds a value",
+        "run from, or run beside, a file this script writes a value to",
+        "do not run a file that holds a value; a program that runs code (a shell, "
+        "an interpreter, make, git, a test runner) may read files it is not given, so "
+        "none runs in a script that writes a value to a file (in strict mode, only "
+        "consumers and echo, printf, cat and test do)",
     ),
     "shell-dialect": (
         "in a step whose shell the checker does not model, or in a construct that shell lacks",
@@ -187,6 +190,10 @@ REBINDING_BUILTINS = frozenset(
         "history",
     }
 )
+#: Builtins that declare names: written plainly, tree-sitter parses them as
+#: declarations (checked as such); reached through ``builtin``/``command`` or
+#: a quoted name they are plain commands, so they are refused there.
+DECLARATION_BUILTINS = frozenset({"declare", "typeset", "local", "export", "readonly"})
 #: Every bash builtin: one outside ``SAFE_BUILTINS`` never receives a value.
 BUILTINS = frozenset(
     {
@@ -308,7 +315,8 @@ INTERPRETERS = frozenset(
     }
 )
 _INTERPRETER = re.compile(
-    r"(python|pypy|perl|ruby|php|lua|luajit|node|tclsh|wish|guile|gawk|awk)[0-9.]*([-_.].*)?"
+    r"(python|pypy|perl|ruby|php|lua|luajit|node|tclsh|wish|guile|gawk|awk"
+    r"|ipython|isympy|bpython|ptpython|jupyter)[0-9.]*([-_.].*)?"
 )
 #: What GTFOBins does not list that runs a command from its arguments.
 EXECUTOR_SUPPLEMENT = frozenset(
@@ -388,8 +396,73 @@ EXECUTOR_SUPPLEMENT = frozenset(
         "ed",
         "ex",
         "dc",
+        # found in the third review: compilers and loaders under other names,
+        # launchers, build and test drivers that run the files they find
+        "c++",
+        "g++",
+        "clang++",
+        "ld.so",
+        "tini-static",
+        "docker-init",
+        "pyenv",
+        "rbenv",
+        "nodenv",
+        "asdf",
+        "mise",
+        "direnv",
+        "dotenv",
+        "ctest",
+        "cpack",
+        "ninja",
+        "meson",
+        "scons",
+        "bmake",
+        "pmake",
+        "remake",
+        "just",
+        "rake",
+        "bundle",
+        "tox",
+        "nox",
+        "pytest",
+        "py.test",
+        "prove",
+        "pygmentize",
+        "rust-gdb",
+        "rust-lldb",
+        "gdbtui",
+        "gdb-multiarch",
+        "cpan",
+        "uclampset",
+        "sotruss",
+        "poetry",
+        "pipenv",
+        "pipx",
+        "uv",
+        "uvx",
+        "pdm",
+        "hatch",
+        "conda",
+        "mamba",
+        "yarn",
+        "pnpm",
+        "corepack",
+        "cargo",
+        "rustc",
+        "go",
+        "mvn",
+        "gradle",
+        "ant",
+        "sbt",
+        "dotnet",
+        "mono",
     }
 )
+#: A listed program under a toolchain spelling: a target triplet before it
+#: (``x86_64-linux-gnu-gcc-12``), a ``-static`` build after it.
+_SPELLING = re.compile(r"(?:[A-Za-z0-9_]+-linux-[A-Za-z0-9_]+-)?(.+?)(?:-static)?")
+#: The dynamic loader under its real names (GTFOBins lists it as ``ld.so``).
+_LOADER = re.compile(r"ld-linux[-A-Za-z0-9_.]*|ld64\.so[.0-9]*|ld\.so[.0-9]*|ld-musl-.*")
 
 
 #: Options that make an ordinary program run another one (``sort
@@ -427,7 +500,13 @@ def is_executor(name: str) -> bool:
     Variants count as the program: ``vim.basic`` as ``vim``, ``gcc-12`` as
     ``gcc``, ``perl5.36-x86_64-linux-gnu`` as ``perl`` (Debian's alternatives
     and versioned names)."""
-    variants = {name, name.split(".", 1)[0], re.sub(r"-?[0-9][0-9.]*$", "", name)}
+    if _LOADER.fullmatch(name):
+        return True
+    stem = _SPELLING.fullmatch(name)
+    names = {name, stem.group(1)} if stem else {name}
+    variants = {
+        v for n in names for v in (n, n.split(".", 1)[0], re.sub(r"-?[0-9][0-9.]*$", "", n))
+    }
     return any(
         v in EXECUTORS or v in EXECUTOR_SUPPLEMENT or is_interpreter(v) for v in variants if v
     )
@@ -561,6 +640,52 @@ STRICT_RECEIVERS = frozenset({"echo", "printf", "cat", "test", "[", "true", ":",
 
 #: Shells the checker models, by the name ``environment.shell`` gives: "bash"
 #: reads bash; "posix" reads bash and refuses what dash and busybox sh lack.
+#: Programs that only filter what they read to their stdout and write no
+#: file, whatever their words: a value they read stays out of files.  Any
+#: other program that reads a value as content may write it to a file
+#: (``sort -of``, ``split``, ``csplit``), after which no program that runs
+#: code may run in the script.
+STREAM_FILTERS = frozenset(
+    {
+        "cat",
+        "grep",
+        "egrep",
+        "fgrep",
+        "wc",
+        "head",
+        "tail",
+        "cut",
+        "tr",
+        "rev",
+        "tac",
+        "nl",
+        "fold",
+        "fmt",
+        "base64",
+        "base32",
+        "basenc",
+        "md5sum",
+        "sha1sum",
+        "sha224sum",
+        "sha256sum",
+        "sha384sum",
+        "sha512sum",
+        "b2sum",
+        "cksum",
+        "sum",
+        "od",
+        "hexdump",
+        "jq",
+        "column",
+        "expand",
+        "unexpand",
+        "paste",
+        "cmp",
+        "diff",
+        "comm",
+    }
+)
+
 DIALECTS = {"bash": "bash", "sh": "posix", "dash": "posix", "ash": "posix"}
 
 

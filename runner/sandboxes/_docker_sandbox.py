@@ -433,11 +433,14 @@ class DockerSandbox(Sandbox):
                 output_truncated=header["stdout_total"] != len(stdout)
                 or header["stderr_total"] != len(stderr),
             )
-        # timeout runs as root where the image can drop (the agent cannot stop it).
-        command_argv, user = await self._as_user([self.shell, "-c", command], root=root)
-        argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), f"{timeout:g}", *command_argv]
-        if self._ids(root=root) is not None:  # the OOM killer's first choice, as over the channel
+        # timeout runs as root where the image can drop (the agent cannot stop
+        # it); the user's command is the OOM killer's first choice, as over the
+        # channel (it raises its own score after the drop; root's keep 0).
+        argv = [self.shell, "-c", command]
+        if self._ids(root=root) is not None:
             argv = [self.shell, "-c", RAISE_OOM_SCORE, "sh", *argv]
+        argv, user = await self._as_user(argv, root=root)
+        argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), f"{timeout:g}", *argv]
         exit_code, stdout, stderr, truncated = await self.client.call(
             exec_capped,
             self.container_id,
