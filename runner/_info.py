@@ -46,7 +46,27 @@ def docker_engine() -> tuple[Any, str | None]:
     except Exception as exc:
         click.echo(f"docker: not reachable: {exc}")
         return None, str(exc)
+    _say(f"  isolation: {engine_isolation(engine.info())}")
     return engine, None
+
+
+def engine_isolation(info: dict[str, Any]) -> str:
+    """What the engine adds beyond one shared kernel, from ``docker info``:
+    user-namespace remapping or rootless mode, and its OCI runtimes."""
+    options = " ".join(info.get("SecurityOptions") or [])
+    if "name=rootless" in options:
+        users = "rootless engine (container root is your uid)"
+    elif "name=userns" in options:
+        users = "user namespaces remapped (container root is an unprivileged host uid)"
+    else:
+        users = "no user-namespace remapping (container uids are host uids)"
+    runtimes = sorted(info.get("Runtimes") or {})
+    default = info.get("DefaultRuntime") or "runc"
+    gvisor = "runsc" in runtimes
+    return (
+        f"{users}; runtimes {', '.join(runtimes) or '?'} (default {default}; "
+        f"{'runtime: runsc available' if gvisor else 'no runsc (gVisor)'})"
+    )
 
 
 def _image_state(engine: Any, image: str) -> str:
@@ -231,6 +251,8 @@ def _echo_docker(
     _say(f"    image {environment.image}: {state}")
     read_only = "true" if environment.read_only_root else "false"
     click.echo(f"    user: {environment.user}, read_only_root: {read_only}")
+    runtime = environment.runtime or "the engine's default"
+    click.echo(f"    runtime: {runtime}, seccomp: {environment.seccomp}")
     click.echo("    extras: none needed (the docker package is a dependency)")
     if not docker_problem and state == "present":
         _echo_exec_channel(environment)

@@ -53,6 +53,8 @@ BACKEND_OPTIONS = {
         "workspace_size",
         "user",
         "read_only_root",
+        "runtime",
+        "seccomp",
     },
     "mistral": {
         "image",
@@ -603,6 +605,8 @@ class _Compiler:
             "workspace_size": spec.get("workspace_size"),
             "user": spec.get("user", "sandbox"),
             "read_only_root": spec.get("read_only_root", False),
+            "runtime": spec.get("runtime"),
+            "seccomp": spec.get("seccomp", "default"),
         }
         if "ttl_seconds" not in spec:
             common.pop("ttl_seconds")

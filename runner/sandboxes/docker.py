@@ -92,6 +92,7 @@ from .base import (
     check_timeout,
     run_setup_script,
 )
+from .seccomp import security_options
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -145,7 +146,10 @@ class LocalDockerSandbox(SandboxEnvironment):
     SECURITY.md).  ``read_only_root=True`` makes the image's files read-only;
     ``/tmp``, HOME and the workspace are then tmpfs mounts
     (``READ_ONLY_TMPFS_SIZES``; ``workspace_size`` sets the workspace's), so
-    the agent cannot fill the host's disk.
+    the agent cannot fill the host's disk.  ``runtime`` picks the engine's
+    OCI runtime (``"runsc"``: gVisor, where the engine has it registered;
+    ``runner info`` lists them); ``seccomp="strict"`` applies the runner's
+    stricter seccomp profile (``seccomp.py``) instead of Docker's default.
     """
 
     backend = "docker"
@@ -174,6 +178,8 @@ class LocalDockerSandbox(SandboxEnvironment):
         workspace_size: str | None = None,
         user: str = "sandbox",
         read_only_root: bool = False,
+        runtime: str | None = None,
+        seccomp: str = "default",
     ) -> None:
         super().__init__(
             hooks=hooks,
@@ -227,6 +233,11 @@ class LocalDockerSandbox(SandboxEnvironment):
         if not isinstance(read_only_root, bool):
             raise ValueError(f"read_only_root must be a bool, got {read_only_root!r}")
         self.read_only_root = read_only_root
+        if runtime is not None and (not isinstance(runtime, str) or not runtime.strip()):
+            raise ValueError(f"runtime must be a runtime name the engine knows, got {runtime!r}")
+        self.runtime = runtime
+        self.security_options = security_options(seccomp)  # ValueError for an unknown name
+        self.seccomp = seccomp
         self._check_workspace_fits_in_memory()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
@@ -288,12 +299,14 @@ class LocalDockerSandbox(SandboxEnvironment):
             "labels": labels,
             "environment": {"HOME": home, **self.env},
             "init": True,
-            "security_opt": ["no-new-privileges"],
+            "security_opt": ["no-new-privileges", *self.security_options],
             "cap_drop": ["ALL"],
             "cap_add": list(CAPABILITIES),
             "pids_limit": self.pids_limit,
             "detach": True,
         }
+        if self.runtime is not None:
+            options["runtime"] = self.runtime
         if self.network.mode == "none":
             options["network_mode"] = "none"
         if self.memory:
