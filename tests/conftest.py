@@ -13,6 +13,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ import pytest
 import runner as agents
 from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
 from runner.sandboxes.local import DangerousLocalWarning
+
+#: Every container and snapshot this test run makes carries this scope (the
+#: label ``sandbox-runner.scope``), and every gc, sweep and snapshot lookup
+#: of the run, in this process and in the CLI processes it starts, sees only
+#: that scope's: the suite never removes or reuses what a user's runs left
+#: (tests/test_cleanup_scope.py).
+os.environ.setdefault("RUNNER_SCOPE", f"tests-{uuid.uuid4().hex[:12]}")
+#: The label a test puts on a container or snapshot it makes by hand, so the
+#: run's gc sees it.
+SCOPE_LABELS = {"sandbox-runner.scope": os.environ["RUNNER_SCOPE"]}
 
 TEST_IMAGE = os.environ.get("RUNNER_TEST_IMAGE", "sandbox-runner-test:latest")
 #: Images without a full Python (scripts/docker-up builds them too): python3-minimal

@@ -9,7 +9,7 @@ import time
 
 import anyio
 import pytest
-from conftest import TEST_IMAGE, lifecycle_until_it_dies
+from conftest import SCOPE_LABELS, TEST_IMAGE, lifecycle_until_it_dies
 
 import runner as agents
 from runner.sandboxes.docker import (
@@ -244,7 +244,11 @@ async def test_the_container_stops_by_itself_at_its_ttl(docker_backend, docker_c
 
 
 def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:
-    base = {"sandbox-runner": "1", "sandbox-runner.owner-host": socket.gethostname()}
+    base = {
+        "sandbox-runner": "1",
+        "sandbox-runner.owner-host": socket.gethostname(),
+        **SCOPE_LABELS,
+    }
     expired = {**base, LABEL_EXPIRES: str(int(time.time()) - 10), LABEL_OWNER_PID: "1"}
     orphan = {**base, LABEL_OWNER_PID: "999999999"}
     alive = {
@@ -278,6 +282,7 @@ def test_gc_leaves_a_running_container_to_its_own_clock_for_a_grace(docker_clien
         "sandbox-runner": "1",
         "sandbox-runner.owner-host": socket.gethostname(),
         LABEL_OWNER_PID: str(os.getpid()),
+        **SCOPE_LABELS,
     }
     just_expired = {**base, LABEL_EXPIRES: str(int(time.time()) - 2)}
     long_expired = {**base, LABEL_EXPIRES: str(int(time.time() - EXPIRY_GRACE_SECONDS) - 2)}

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import TEST_IMAGE
+from conftest import SCOPE_LABELS, TEST_IMAGE
 from docker import errors as docker_errors
 
 import runner as agents
@@ -364,6 +364,7 @@ async def test_the_first_session_of_an_environment_sweeps_garbage(
             LABEL_OWNER_HOST: socket.gethostname(),
             LABEL_OWNER_PID: "1",
             LABEL_EXPIRES: str(int(time.time()) - 60),
+            **SCOPE_LABELS,
         },
     )
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RUNNER_CLI, TEST_IMAGE
+from conftest import RUNNER_CLI, SCOPE_LABELS, TEST_IMAGE
 
 import runner as agents
 from runner._cache import SnapshotError, cached_prefix, snapshots_disabled
@@ -354,6 +354,7 @@ def test_gc_keeps_the_newest_snapshots_within_the_size_limit(
                 LABEL_SNAPSHOT: f"size-{name}",
                 LABEL_SNAPSHOT_CREATED: str(int(time.time()) - age),
                 LABEL_SNAPSHOT_SOURCE: source,
+                **SCOPE_LABELS,
             }
             made.append(
                 container.commit(
@@ -499,12 +500,16 @@ def test_gc_removes_expired_snapshots(docker_client: Any, snapshots: Any) -> Non
         expired = container.commit(
             repository="sandbox-runner-snapshot",
             tag="test-expired",
-            conf={"Labels": {LABEL_SNAPSHOT: "expired", LABEL_SNAPSHOT_CREATED: old}},
+            conf={
+                "Labels": {LABEL_SNAPSHOT: "expired", LABEL_SNAPSHOT_CREATED: old, **SCOPE_LABELS}
+            },
         )
         kept = container.commit(
             repository="sandbox-runner-snapshot",
             tag="test-fresh",
-            conf={"Labels": {LABEL_SNAPSHOT: "fresh", LABEL_SNAPSHOT_CREATED: fresh}},
+            conf={
+                "Labels": {LABEL_SNAPSHOT: "fresh", LABEL_SNAPSHOT_CREATED: fresh, **SCOPE_LABELS}
+            },
         )
     finally:
         container.remove(force=True)

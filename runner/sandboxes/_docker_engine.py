@@ -45,6 +45,23 @@ LABEL_OWNER_START = "sandbox-runner.owner-start"
 #: Set on the containers of ``runner serve`` sessions: the id of the server's
 #: database, which owns them instead of the process (see ``collect_garbage``).
 LABEL_DURABLE = "sandbox-runner.durable"
+#: Set on every container and snapshot made while ``RUNNER_SCOPE`` is set (a
+#: CI job, a test run): ``runner gc``, the sweep at start and snapshot
+#: lookups then see only that scope's, so a test suite never removes (or
+#: reuses) what a user's runs left.  Unset, they see everything.
+LABEL_SCOPE = "sandbox-runner.scope"
+SCOPE_VARIABLE = "RUNNER_SCOPE"
+
+
+def current_scope() -> str | None:
+    """The value of ``RUNNER_SCOPE``, or None."""
+    return os.environ.get(SCOPE_VARIABLE) or None
+
+
+def scoped(label: str) -> str | list[str]:
+    """A Docker label filter narrowed to the current scope (all must match)."""
+    scope = current_scope()
+    return label if scope is None else [label, f"{LABEL_SCOPE}={scope}"]
 
 
 _POOL_SIZE = 10  # docker-py's default connection pool per client
@@ -269,7 +286,7 @@ def collect_garbage(client: docker.DockerClient) -> list[str]:
     from docker.errors import APIError, NotFound
 
     removed = []
-    for summary in client.api.containers(all=True, filters={"label": LABEL}):
+    for summary in client.api.containers(all=True, filters={"label": scoped(LABEL)}):
         labels = summary.get("Labels") or {}
         if is_garbage(labels, running=summary.get("State") == "running"):
             try:

@@ -33,8 +33,11 @@ from ._docker_engine import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_OWNER_START,
+    LABEL_SCOPE,
     LABEL_SESSION,
+    current_scope,
     process_start_time,
+    scoped,
 )
 
 if TYPE_CHECKING:
@@ -66,7 +69,7 @@ def image_id(client: docker.DockerClient, image: str) -> str:
 
 def find_snapshot(client: docker.DockerClient, key: str) -> str | None:
     """The id of the newest snapshot with ``key``, or None."""
-    found = client.api.images(filters={"label": f"{LABEL_SNAPSHOT}={key}"})
+    found = client.api.images(filters={"label": scoped(f"{LABEL_SNAPSHOT}={key}")})
     if not found:
         return None
     newest = max(found, key=lambda summary: _created_at(summary.get("Labels") or {}))
@@ -105,6 +108,7 @@ def commit_snapshot(
         LABEL_SNAPSHOT: key,
         LABEL_SNAPSHOT_CREATED: str(int(time.time())),
         LABEL_SNAPSHOT_SOURCE: source_image_id,
+        LABEL_SCOPE: current_scope() or "",
     }
     container = client.containers.get(container_id)
     if not tmpfs_dirs:
@@ -211,7 +215,7 @@ def collect_snapshots(
 
     now = time.time() if now is None else now
     sizes = {str(s["Id"]): int(s.get("Size") or 0) for s in client.api.images(all=True)}
-    summaries = client.api.images(filters={"label": LABEL_SNAPSHOT})
+    summaries = client.api.images(filters={"label": scoped(LABEL_SNAPSHOT)})
     summaries.sort(key=lambda s: _created_at(s.get("Labels") or {}), reverse=True)
     removed = []
     total = 0

@@ -63,10 +63,12 @@ from ._docker_engine import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_OWNER_START,
+    LABEL_SCOPE,
     LABEL_SESSION,
     DockerClient,
     collect_garbage,
     create_and_start,
+    current_scope,
     ensure_image,
     process_start_time,
     remove_container,
@@ -284,6 +286,8 @@ class LocalDockerSandbox(SandboxEnvironment):
         }
         if self.durable_owner:
             labels[LABEL_DURABLE] = self.durable_owner
+        if current_scope() is not None:
+            labels[LABEL_SCOPE] = current_scope()
         lifetime = "infinity"
         if expires_at is not None:
             labels[LABEL_EXPIRES] = str(int(expires_at))
