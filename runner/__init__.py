@@ -9,38 +9,51 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from . import pattern
-    from ._agent import Agent
-    from ._cache import SnapshotError, SnapshotWarning
-    from ._chat_completions import ChatCompletionsModel, MissingCredentialsError, ModelError
-    from ._dependencies import Depends
-    from ._errors import (
-        AgentsError,
-        MissingExtraError,
-        SandboxSetupError,
-        SandboxUnavailableError,
-        SdkError,
-        SessionIdempotencyConflictError,
-        SessionInputError,
-        SessionTerminatedError,
-    )
-    from ._events import listen
-    from ._hooks import SandboxCallbackContext, SandboxHook
-    from ._inputs import SessionInput
-    from ._model import Completed, Failed, Model, ModelReply, ToolCall, ToolCallRecord, TurnResult
-    from ._network import Network
-    from ._runtime import local_runtime
-    from ._session import Session
-    from ._time import now, sleep
-    from .sandboxes.base import Sandbox, SandboxEnvironment, SandboxExecutionResult
-    from .sandboxes.docker import LocalDockerSandbox
-    from .sandboxes.local import DangerousLocalSandbox
-    from .sandboxes.mistral import MistralSandbox
-    from .sandboxes.none import NoSandbox
+if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
+    from . import pattern as pattern
+    from ._agent import Agent as Agent
+    from ._cache import SnapshotError as SnapshotError
+    from ._cache import SnapshotWarning as SnapshotWarning
+    from ._chat_completions import ChatCompletionsModel as ChatCompletionsModel
+    from ._chat_completions import MissingCredentialsError as MissingCredentialsError
+    from ._chat_completions import ModelError as ModelError
+    from ._dependencies import Depends as Depends
+    from ._errors import AgentsError as AgentsError
+    from ._errors import MissingExtraError as MissingExtraError
+    from ._errors import SandboxSetupError as SandboxSetupError
+    from ._errors import SandboxUnavailableError as SandboxUnavailableError
+    from ._errors import SdkError as SdkError
+    from ._errors import SessionIdempotencyConflictError as SessionIdempotencyConflictError
+    from ._errors import SessionInputError as SessionInputError
+    from ._errors import SessionTerminatedError as SessionTerminatedError
+    from ._events import listen as listen
+    from ._hooks import SandboxCallbackContext as SandboxCallbackContext
+    from ._hooks import SandboxHook as SandboxHook
+    from ._inputs import SessionInput as SessionInput
+    from ._model import Completed as Completed
+    from ._model import Failed as Failed
+    from ._model import Model as Model
+    from ._model import ModelReply as ModelReply
+    from ._model import ToolCall as ToolCall
+    from ._model import ToolCallRecord as ToolCallRecord
+    from ._model import TurnResult as TurnResult
+    from ._network import Network as Network
+    from ._runtime import local_runtime as local_runtime
+    from ._session import Session as Session
+    from ._time import now as now
+    from ._time import sleep as sleep
+    from .sandboxes.base import Sandbox as Sandbox
+    from .sandboxes.base import SandboxEnvironment as SandboxEnvironment
+    from .sandboxes.base import SandboxExecutionResult as SandboxExecutionResult
+    from .sandboxes.docker import LocalDockerSandbox as LocalDockerSandbox
+    from .sandboxes.local import DangerousLocalSandbox as DangerousLocalSandbox
+    from .sandboxes.mistral import MistralSandbox as MistralSandbox
+    from .sandboxes.none import NoSandbox as NoSandbox
 
-# Public name -> the module that defines it.  Imported on first use, so that
-# `runner --help` pays only for what it prints (PEP 562 module __getattr__).
+# Public name -> the module that defines it: the one table of exports.
+# Imported on first use, so that `runner --help` pays only for what it
+# prints (PEP 562 module __getattr__); the TYPE_CHECKING block above repeats
+# it for type checkers, and a test keeps the two equal.
 _LAZY = {
     "Agent": "._agent",
     "SnapshotError": "._cache",
@@ -113,45 +126,6 @@ def load(path: str, *, output_dir: str | None = None) -> Agent:
     return load_config(path, output_dir=output_dir)
 
 
-__all__ = [
-    "Agent",
-    "AgentsError",
-    "ChatCompletionsModel",
-    "Completed",
-    "DangerousLocalSandbox",
-    "Depends",
-    "Failed",
-    "LocalDockerSandbox",
-    "MissingCredentialsError",
-    "MissingExtraError",
-    "MistralSandbox",
-    "Model",
-    "ModelError",
-    "ModelReply",
-    "Network",
-    "NoSandbox",
-    "Sandbox",
-    "SandboxCallbackContext",
-    "SandboxEnvironment",
-    "SandboxExecutionResult",
-    "SandboxHook",
-    "SandboxSetupError",
-    "SandboxUnavailableError",
-    "SdkError",
-    "Session",
-    "SessionIdempotencyConflictError",
-    "SessionInput",
-    "SessionInputError",
-    "SessionTerminatedError",
-    "SnapshotError",
-    "SnapshotWarning",
-    "ToolCall",
-    "ToolCallRecord",
-    "TurnResult",
-    "listen",
-    "load",
-    "local_runtime",
-    "now",
-    "pattern",
-    "sleep",
-]
+#: The one export list: the lazy table's names, ``load`` and ``pattern``
+#: (tests/test_exported_members.py checks the typing block against it).
+__all__ = sorted([*_LAZY, "load", "pattern"])

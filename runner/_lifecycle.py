@@ -1,7 +1,7 @@
 """The sandbox lifecycle: the one implementation every hook runs through.
 
 Python-class hooks and hooks compiled from YAML both end up here.  The rules
-(DESIGN section 4), in the order they happen:
+(README, "The lifecycle"), in the order they happen:
 
 1. Inputs first: ``plan_hooks`` reads every hook's ``Depends`` when the agent
    is built; ``resolve_inputs`` validates the session's values before any

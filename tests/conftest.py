@@ -269,6 +269,14 @@ def local_backend(tmp_path: Path) -> Any:
     assert backend.leftovers() == [], "the local backend left workspaces behind"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs PostgreSQL ``postgres`` (``scripts/test
+    --fast`` leaves them out), from the fixtures it uses."""
+    for item in items:
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Any:
     """One throwaway PostgreSQL server for the whole run (tests/postgres_server.py):

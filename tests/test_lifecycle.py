@@ -1,4 +1,4 @@
-"""The lifecycle rules of DESIGN section 4, on the local sandbox and on Docker
+"""The lifecycle rules (README, "The lifecycle"), on the local sandbox and on Docker
 (each of the three test images: full, python3-minimal and busybox)."""
 
 from __future__ import annotations
