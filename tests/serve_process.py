@@ -47,8 +47,11 @@ class Server:
         token: str | None = TOKEN,
         db: Path | None = None,
         args: list[str] | None = None,
+        max_open_files: int | None = None,
     ) -> None:
         self.files = files
+        #: The server's RLIMIT_NOFILE, if given (its file descriptors run out).
+        self.max_open_files = max_open_files
         #: More command-line arguments (``--agent``, ``--max-sessions``, ...).
         self.args = list(args or [])
         self.workdir = workdir
@@ -88,6 +91,7 @@ class Server:
                 stderr=log,
                 env=self.env,
                 cwd=self.workdir,
+                preexec_fn=self._limit_files if self.max_open_files else None,
             )
 
         def listening() -> str | None:
@@ -100,6 +104,12 @@ class Server:
 
         self.url = wait_for(listening, what="the server to listen")
         return self
+
+    def _limit_files(self) -> None:
+        import resource
+
+        limit = self.max_open_files
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")

@@ -11,7 +11,12 @@ the server's bounds:
   a chunked body is cut off at the limit (413);
 - a request must arrive within ``REQUEST_TIMEOUT_SECONDS`` of its first byte
   and an idle keep-alive connection is closed after ``IDLE_TIMEOUT_SECONDS``,
-  so slow clients cannot hold connections forever.
+  so slow clients cannot hold connections forever;
+- no request, however malformed, and no connection's failure stops the
+  server: a connection that fails in any way is logged and closed alone
+  (one unauthenticated ``HEAD`` used to end the whole server: a body was
+  written for it), and running out of file descriptors on ``accept`` backs
+  off and retries instead of ending the accept loop.
 
 Handlers get a :class:`Request` and return a :class:`Response` or a
 :class:`StreamResponse` (server-sent events: chunks sent as they come).
@@ -19,10 +24,12 @@ Handlers get a :class:`Request` and return a :class:`Response` or a
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -119,18 +126,22 @@ async def serve_connection(
                 return
             if request is None:
                 return
-            try:
-                response = await handler(request)
+            head = request.method == "HEAD"
+            try:  # HEAD is GET without the body (RFC 9110 9.3.2)
+                response = await handler(replace(request, method="GET") if head else request)
             except Exception as exc:  # a bug in a handler must not kill the server
                 logger.error("handler failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
                 response = error_response(500, "internal", "internal server error")
-            keep = await _send(conn, stream, response, close=False)
+            keep = await _send(conn, stream, response, close=False, head=head)
             if not keep or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
         return
     except TimeoutError:
+        return
+    except Exception as exc:  # this connection only: the server goes on
+        logger.warning("connection closed after %s: %s", type(exc).__name__, exc)
         return
     finally:
         with anyio.CancelScope(shield=True):
@@ -192,8 +203,11 @@ async def _send(
     response: Response | StreamResponse,
     *,
     close: bool,
+    head: bool = False,
 ) -> bool:
-    """Send ``response``; return whether the connection may carry another request."""
+    """Send ``response`` (for a ``HEAD`` request, its head only: the same
+    headers a ``GET`` gets, no body); return whether the connection may
+    carry another request."""
     headers = [
         ("content-type", response.content_type),
         ("cache-control", "no-store"),
@@ -205,7 +219,12 @@ async def _send(
     if isinstance(response, Response):
         headers.append(("content-length", str(len(response.body))))
     await stream.send(conn.send(h11.Response(status_code=response.status, headers=headers)))
-    if isinstance(response, Response):
+    if head:
+        aclose = getattr(getattr(response, "chunks", None), "aclose", None)
+        if aclose is not None:
+            with anyio.CancelScope(shield=True):
+                await aclose()
+    elif isinstance(response, Response):
         if response.body:
             await stream.send(conn.send(h11.Data(data=response.body)))
     else:
@@ -221,10 +240,36 @@ async def _send(
     return not close
 
 
+#: How long the accept loop waits when the process is out of file
+#: descriptors (or the kernel of buffers) before it accepts again.
+ACCEPT_BACKOFF_SECONDS = 0.1
+_ACCEPT_SHORTAGES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
 async def serve_forever(
     listener: anyio.abc.Listener[Any], handler: Handler, max_body_bytes: int
 ) -> None:
-    async def one(stream: anyio.abc.ByteStream) -> None:
-        await serve_connection(stream, handler, max_body_bytes=max_body_bytes)
+    """Accept connections until cancelled, each served in a task of its own
+    (on every socket of a ``MultiListener``); a shortage of descriptors or
+    memory pauses accepting, never ends it."""
+    sockets = getattr(listener, "listeners", [listener])
+    async with anyio.create_task_group() as connections:
+        for one in sockets:
+            connections.start_soon(_accept_loop, one, connections, handler, max_body_bytes)
 
-    await listener.serve(one)
+
+async def _accept_loop(
+    listener: Any, connections: anyio.abc.TaskGroup, handler: Handler, max_body_bytes: int
+) -> None:
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _ACCEPT_SHORTAGES:
+                raise
+            logger.warning("cannot accept a connection (%s); retrying", exc)
+            await anyio.sleep(ACCEPT_BACKOFF_SECONDS)
+            continue
+        connections.start_soon(
+            partial(serve_connection, stream, handler, max_body_bytes=max_body_bytes)
+        )
