@@ -222,7 +222,7 @@ def model_for(
     retries of an answer that may succeed if asked again (``is_retryable``),
     a timeout or a dropped connection.
     """
-    limits = {"timeout_seconds": timeout_seconds, "max_retries": max_retries}
+    limits: dict[str, Any] = {"timeout_seconds": timeout_seconds, "max_retries": max_retries}
     if base_url:
         return ChatCompletionsModel(
             name, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY"), **limits

@@ -190,6 +190,7 @@ class SessionInput:
 
     __schema__: ClassVar[dict[str, Any]]
     __field_names__: ClassVar[tuple[str, ...]]
+    _data: dict[str, Any]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -7,10 +7,14 @@ problem without raising.  Nothing in this package runs a hook.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .compiler import CompiledConfig, DeclaredInput, compile_document
 from .errors import ConfigError, ConfigProblem
 from .yaml_loader import load_file
+
+if TYPE_CHECKING:
+    from .._agent import Agent
 
 
 def compile_file(
@@ -36,7 +40,7 @@ def compile_file(
     return compiled
 
 
-def load(path: str | Path, *, output_dir: str | Path | None = None):  # type: ignore[no-untyped-def]
+def load(path: str | Path, *, output_dir: str | Path | None = None) -> Agent:
     """Compile the YAML file at ``path`` into an ``Agent``.
 
     ``output_dir`` is where ``save`` steps write (default: the current

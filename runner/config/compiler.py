@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -695,7 +695,7 @@ def _remote_ref(schema: Any, path: JsonPath = ()) -> JsonPath | None:
         reference = schema.get("$ref")
         if isinstance(reference, str) and not reference.startswith("#"):
             return (*path, "$ref")
-        items = schema.items()
+        items: Iterable[tuple[Any, Any]] = schema.items()
     elif isinstance(schema, list):
         items = enumerate(schema)
     else:

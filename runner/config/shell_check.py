@@ -76,7 +76,7 @@ __all__ = ["RULES", "Finding", "check_script", "is_shell_control_name"]
 class Finding(NamedTuple):
     """Placeholder number ``index`` (None: the whole command) breaks ``rule``."""
 
-    index: int | None
+    index: int | None  # type: ignore[assignment]  # the field shadows tuple.index
     rule: str
     line: int
     column: int
@@ -291,10 +291,10 @@ class _Tree:
         if kind == "concatenation":
             if _BRACE.search(_ESCAPED_TEXT.sub("", self.text(node))):
                 return None  # brace expansion across parts: {eval,}
-            parts = [self.static(child) for child in node.children]
-            if any(part is None for part in parts):
+            pieces = [self.static(child) for child in node.children]
+            if any(part is None for part in pieces):
                 return None
-            return "".join(parts)  # type: ignore[arg-type]
+            return "".join(pieces)  # type: ignore[arg-type]
         return None
 
 

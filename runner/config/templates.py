@@ -221,7 +221,8 @@ def _unsafe_access(tree: nodes.Template) -> list[tuple[int, str]]:
             if node.name == "attr":
                 found.append((node.lineno, "the |attr filter"))
             continue
-        name = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
+        # The ignore: a node that is no Getattr here is a Getitem, which mypy cannot tell.
+        name = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)  # type: ignore[attr-defined]
         if isinstance(name, str) and (name.startswith("_") or name in FORBIDDEN_ATTRIBUTES):
             found.append((node.lineno, repr(name)))
     return found
@@ -682,9 +683,9 @@ def shell_skeletons(tree: nodes.Template, sentinel: Any) -> tuple[list[str], lis
             none = of_nodes(node.else_) if node.else_ else [""]
             return none + once + combine(once, once)
         variants = [""]
-        for child in node.iter_child_nodes():
-            if isinstance(child, nodes.Stmt | nodes.Output):
-                variants = combine(variants, of_node(child))
+        for child_node in node.iter_child_nodes():
+            if isinstance(child_node, nodes.Stmt | nodes.Output):
+                variants = combine(variants, of_node(child_node))
         return variants
 
     return of_nodes(tree.body), outputs
@@ -794,7 +795,7 @@ def compile_template(
         return None, [
             TemplateProblem(_offset_of_line(source, exc.lineno), f"template syntax: {exc.message}")
         ]
-    problems: list[TemplateProblem] = [
+    problems = [
         TemplateProblem(
             _offset_of_line(source, line),
             f"templates may not use {what}: it reaches outside the template sandbox",

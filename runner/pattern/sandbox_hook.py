@@ -35,7 +35,8 @@ class GitIdentity(SandboxHook):
             f"git config --global user.email {shlex.quote(self.git_email)}"
         )
 
-    async def on_create(self, ctx: SandboxCallbackContext) -> None:
+    # The ignore: a hook's on_create declares only the inputs it reads (here none).
+    async def on_create(self, ctx: SandboxCallbackContext) -> None:  # type: ignore[override]
         result = await ctx.sandbox.execute(self.command())
         if result.exit_code != 0:
             raise RuntimeError(

@@ -244,6 +244,7 @@ def exec_file(
             if head is None:
                 break
             payload = buffer.read_exact(int.from_bytes(head[4:8], "big"))
+            assert payload is not None  # without eof_ok, read_exact raises at EOF
             if head[0] == 1:
                 yield payload
             elif len(stderr) < 4096:

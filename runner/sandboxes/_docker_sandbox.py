@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -464,10 +464,10 @@ class DockerSandbox(Sandbox):
             f"{HOST_GRACE_SECONDS:g} s (something in the sandbox stopped it from being "
             "killed there); the runner stopped waiting for it\n"
             if abandoned
-            else self._explain_kill(exit_code, timed_out)
+            else self._explain_kill(cast(int, exit_code), timed_out)
         )
         return SandboxExecutionResult(
-            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else cast(int, exit_code),
             stdout=decode_output(stdout),  # scrubbed of non-UTF-8 secrets first
             stderr=note + decode_output(stderr),
             timed_out=timed_out,

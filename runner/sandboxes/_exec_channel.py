@@ -443,8 +443,8 @@ class ExecChannel:
                         continue
                     incoming = self._receive(*head)
                 if incoming.left:
-                    rest = incoming.take(memoryview(buffer))
-                    buffer = bytearray(rest)
+                    remainder = incoming.take(memoryview(buffer))
+                    buffer = bytearray(remainder)
                 if not incoming.left:
                     self._deliver(incoming)
                     incoming = None

@@ -46,7 +46,7 @@ except ImportError:  # a standard library too incomplete: the shell helper takes
 try:
     from json import dumps, loads
 except ImportError:  # python3-minimal has no json: a small codec of our own below
-    dumps = loads = None
+    dumps = loads = None  # type: ignore[assignment]  # replaced by mini_dumps/mini_loads below
 
 OUT = sys.stdout.buffer
 IN = sys.stdin.buffer
@@ -255,7 +255,7 @@ class SpawnerGone(Exception):
 
 #: One spawner per sandbox user ((uid, gid) -> Spawner, or False where one
 #: could not start: then that user's commands are forked here, as before).
-SPAWNERS = {}
+SPAWNERS = {}  # type: dict[tuple[int, int], Spawner | bool]
 SPAWNERS_LOCK = threading.Lock()
 #: How long past a command's timeout the spawner's answer may take (its
 #: own grace for output held open is 2 s) before the helper gives up on it.

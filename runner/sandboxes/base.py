@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .._hooks import SandboxHook
 
@@ -44,6 +44,10 @@ class SandboxExecutionResult:
         return self.exit_code == 0
 
 
+@overload
+def check_timeout(value: float, *, name: str) -> float: ...
+@overload
+def check_timeout(value: None, *, name: str) -> None: ...
 def check_timeout(value: float | None, *, name: str) -> float | None:
     """Reject zero, negative, NaN and infinite timeouts with a clear message."""
     if value is None:
@@ -137,7 +141,7 @@ class Sandbox(abc.ABC):
 
     # --- the processes commands leave running (issue 26) -------------------------
 
-    async def mark_processes(self) -> Any:
+    async def mark_processes(self) -> object | None:
         """What runs in the sandbox now, for a later ``end_processes(since=...)``:
         an opaque value, or None where this backend cannot tell processes
         apart (then ``end_processes`` does nothing)."""

@@ -451,7 +451,7 @@ def _api_failure(exc: BaseException) -> type[SandboxUnavailableError]:
 def api_error_summary(exc: BaseException) -> str:
     """One line for an SDK error: the generated client's own text dumps the
     response headers and body over several lines."""
-    api_exception = _api_exception(exc)
+    api_exception: Any = _api_exception(exc)
     if api_exception is None:
         return f"{type(exc).__name__}: {exc}"
     data = getattr(api_exception, "data", None)

@@ -73,7 +73,7 @@ class PostgresStore(Store):
         self.server_id = f"{socket.gethostname()}/{os.getpid()}/{os.urandom(6).hex()}"
         # TCP keep-alives (ignored on a unix socket): a dead network is noticed
         # in about 30 s, not at the system default of two hours.
-        options = {
+        options: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": 10,
             "keepalives": 1,

@@ -38,10 +38,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -79,7 +79,7 @@ class ApiError(Exception):
     """An error the API answers with ``{"error": code, "message": ...}``."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, headers: list[tuple[str, str]] = ()
+        self, status: int, code: str, message: str, *, headers: Sequence[tuple[str, str]] = ()
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -185,6 +185,7 @@ class Sessions:
 
         if agent.python is not None:
             return self._python[agent.name]
+        assert agent.path is not None
         compiled = compile_file(agent.path, output_dir=self.output_dir / session_id)
         journal_steps(compiled.agent.plan, self.store)
         self._make_durable(agent, compiled.agent.environment)
@@ -634,7 +635,7 @@ class Sessions:
             from .._errors import SandboxUnavailableError
             from ..sandboxes.docker import remove_durable_containers
 
-            keep = {(r.sandbox or {}).get("container_id") for r in rows} - {None}
+            keep = cast(set[str], {(r.sandbox or {}).get("container_id") for r in rows} - {None})
             try:
                 removed = await remove_durable_containers(
                     self.store.id,
@@ -754,10 +755,10 @@ class Sessions:
                 tuple(h for i, h in enumerate(plan.hooks) if i in created and i not in destroyed)
             )
             self._opened(session_id, live, sandbox, owed)
-            session = live.session
-            assert session is not None
-            await self._in_session(session_id, live, lambda: session.close(reason="resumed"))
-            self._finish_close(session_id, session)
+            closing = live.session
+            assert closing is not None
+            await self._in_session(session_id, live, lambda: closing.close(reason="resumed"))
+            self._finish_close(session_id, closing)
         else:
             self._opened(session_id, live, sandbox, plan)
             session = live.session
