@@ -269,12 +269,22 @@ def local_backend(tmp_path: Path) -> Any:
     assert backend.leftovers() == [], "the local backend left workspaces behind"
 
 
+#: Fixtures that start containers or talk to the engine: a test using one
+#: is a ``docker`` test whatever its own marks say.
+DOCKER_FIXTURES = frozenset(
+    {"docker_client", "docker_backend", "docker_on_every_image", "image", "image_tags"}
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that needs PostgreSQL ``postgres`` (``scripts/test
-    --fast`` leaves them out), from the fixtures it uses."""
+    """Mark tests from the fixtures they use: ``postgres`` for PostgreSQL's,
+    ``docker`` for the engine's (``scripts/test --fast`` leaves both out)."""
     for item in items:
-        if "postgres_server" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "postgres_server" in fixtures:
             item.add_marker(pytest.mark.postgres)
+        if fixtures & DOCKER_FIXTURES:
+            item.add_marker(pytest.mark.docker)
 
 
 @pytest.fixture(scope="session")

@@ -110,6 +110,7 @@ def test_hostile_values_reach_the_sandbox_as_one_argument_byte_for_byte(tmp_path
     assert raw == value.encode("utf-8")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -680,6 +681,7 @@ def _interrupted_during_on_destroy(tmp_path, signals: int) -> tuple[subprocess.P
     return process, progress
 
 
+@pytest.mark.slow
 def test_one_signal_lets_on_destroy_finish(tmp_path) -> None:
     process, progress = _interrupted_during_on_destroy(tmp_path, signals=1)
     rest = process.communicate(timeout=60)[1]

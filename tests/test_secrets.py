@@ -269,6 +269,7 @@ def printing_config(tmp_path_factory) -> Path:
 
 
 # No digits: the JSON events' times and durations are numbers, never scrubbed.
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     secret=st.text(
