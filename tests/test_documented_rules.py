@@ -1,0 +1,66 @@
+"""What README and SECURITY.md say of the checker's facts is the rule table itself
+(issue 27, item 6): the lists they print are compared with
+``runner/config/shell_rules.py``, so a rule added or dropped there fails here
+until the documents say so."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from runner.config.executors import EXECUTORS
+from runner.config.shell_rules import (
+    FOLLOWED_WRAPPERS,
+    RULES,
+    SAFE_BUILTINS,
+    STDIN_BUILTINS,
+    STRICT_RECEIVERS,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+SECURITY = (ROOT / "SECURITY.md").read_text()
+
+
+def _words_after(text: str, lead: str) -> list[str]:
+    """The backquoted space-separated words right after ``lead`` (`a b c`)."""
+    match = re.search(re.escape(lead) + r"\s*`([^`]+)`", text)
+    assert match, f"no list after {lead!r}"
+    return match.group(1).split()
+
+
+def test_the_default_modes_builtins_are_the_safe_builtins() -> None:
+    readme = _words_after(README, "`runner/config/data/executors.json`); builtins")
+    security = _words_after(SECURITY, "never an evaluating builtin (anything outside")
+    assert set(readme) == set(security) == SAFE_BUILTINS
+
+
+def test_the_strict_modes_receivers_are_the_strict_receivers() -> None:
+    row = next(line for line in README.splitlines() if line.startswith("  | strict:"))
+    named = set(re.findall(r"`([^`]+)`", row.split("|")[2]))
+    listed = {part for name in named for part in name.split("/")}
+    assert listed - {"printf` with a literal format"} <= STRICT_RECEIVERS
+    assert {"echo", "printf", "cat", "test", "[", "read", "mapfile"} <= listed
+    assert STRICT_RECEIVERS - listed <= {"true", ":", "readarray"} | (STDIN_BUILTINS - listed)
+
+
+def test_the_followed_wrappers_are_the_table() -> None:
+    words = _words_after(SECURITY, "is resolved through")
+    assert set(words) - {"N"} == FOLLOWED_WRAPPERS
+
+
+def test_the_number_of_gtfobins_executors_is_the_datas() -> None:
+    for text in (README, SECURITY):
+        assert re.search(rf"\b{len(EXECUTORS)}\s+programs", text)
+
+
+def test_every_rule_security_md_names_exists_and_every_rule_is_named() -> None:
+    named = set(re.findall(r"\[`([a-z-]+)`\]", SECURITY)) | set(
+        re.findall(r"`([a-z-]+)`\]", SECURITY)
+    )
+    rules = set(RULES)
+    assert named & rules, "no rule named at all"
+    unknown = {n for n in re.findall(r"\[`([a-z-]+)`\]", SECURITY)} - rules
+    assert unknown == set(), f"SECURITY.md names rules the checker does not have: {unknown}"
+    undocumented = rules - set(re.findall(r"`([a-z-]+)`", SECURITY))
+    assert undocumented == set(), f"rules SECURITY.md never names: {undocumented}"
