@@ -39,6 +39,7 @@ PAYLOADS = {
     "cmake": "execute_process(COMMAND touch CANARY_CMAKE)",
     "make": "all:\n\ttouch CANARY_MAKE\n",
     "git": "[alias]\n\tst = !touch CANARY_GIT\n",
+    "pwd": "d;touch CANARY_PWD;",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -141,6 +142,17 @@ FLOWS = [
     ("review3-listed", "echo {{ x.python }} > conftest.py; pytest -q", ()),
     ("review3-listed", "echo {{ x.v }} > l.py; pygmentize -x -l l.py:L /dev/null", ()),
     ("review3-listed", "echo {{ x.cmd }} | pyenv exec /usr/bin/xargs /usr/bin/env", ()),
+    # found by the fourth review: a shell that reads the value where no parse
+    # follows it (file names, $PWD, an exported variable, /proc), a group's
+    # redirect, a file called null, /proc/self/exe spelled another way
+    ("review4", "touch -- {{ x.cmd }}; sh -c 'ls | sh'", ()),
+    ("review4", 'mkdir -p -- {{ x.pwd }} && cd -- {{ x.pwd }} && sh -c "ls $PWD"', ()),
+    ("review4", "TERM={{ x.v }}; sh -c 'eval \"$TERM\"'", ()),
+    ("review4", "{ cat; } < <(echo {{ x.v }}) > f; sh f", ()),
+    ("review4", "{ cat; } < <(echo {{ x.make }}) > Makefile; make -s", ()),
+    ("review4", "echo {{ x.v }} > null; sh null", ()),
+    ("review4", "//proc/self/exe -c {{ x.v }}", ()),
+    ("review4-listed", "cd / && proc/self/exe -c {{ x.v }}", ()),  # (would touch /)
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
@@ -153,8 +165,9 @@ def _values() -> dict:
     return {"x": Fields({"v": HOSTILE, "w": "-v", **fields})}
 
 
-#: The environment the scripts run with: V holds the hostile value, P the Python one.
-ENV = {"PATH": "/usr/bin:/bin", "V": HOSTILE, "P": PAYLOADS["python"]}
+#: The environment the scripts run with: V holds the hostile value, P the
+#: Python one; TERM is one a process usually has already.
+ENV = {"PATH": "/usr/bin:/bin", "V": HOSTILE, "P": PAYLOADS["python"], "TERM": "dumb"}
 
 
 def _ids(flows: list) -> list[str]:
@@ -181,7 +194,7 @@ def test_each_flow_is_refused_at_run_time_without_the_static_check(kind, source,
 EXPLOITABLE = [
     flow
     for flow in FLOWS
-    if flow[0] not in ("wrapper", "rebinding", "review3-listed")
+    if flow[0] not in ("wrapper", "rebinding", "review3-listed", "review4-listed")
     or flow[1].startswith(("hash", "BASH_CMDS", "eval", "command_not", "find"))
 ]
 
@@ -202,7 +215,7 @@ def test_each_flow_is_a_real_exploit_without_the_check(
         stdin=subprocess.DEVNULL,
         timeout=20,
     )
-    assert list(tmp_path.glob("CANARY*")), f"not an exploit: {script!r}"
+    assert list(tmp_path.rglob("CANARY*")), f"not an exploit: {script!r}"
 
 
 #: Flows that stay data: accepted, and run in bash without running the value.
@@ -282,6 +295,11 @@ STRICT_FLOWS = [
     ("echo {{ x.v }} | sort -of; sh f", ["sort"]),
     ("echo {{ x.make }} > Makefile; make -s", ["grep"]),
     ("git init -q .; printf '%s\\n' {{ x.git }} >> .git/config; git st", ["grep"]),
+    (": > {{ x.cmd }}; sh -c 'ls | sh'", ["grep"]),
+    ("TERM={{ x.v }}; sh -c 'eval \"$TERM\"'", ["grep"]),
+    ("{ cat; } < <(echo {{ x.v }}) > f; sh f", ["grep"]),
+    ("echo {{ x.v }} > null; sh null", ["grep"]),
+    ("xargs sh -c {{ x.v }} < /dev/null", ["xargs"]),
 ]
 
 
@@ -317,7 +335,7 @@ def test_each_strict_flow_is_a_real_exploit_without_the_check(
         stdin=subprocess.DEVNULL,
         timeout=20,
     )
-    assert list(tmp_path.glob("CANARY*")), f"not an exploit: {source!r}"
+    assert list(tmp_path.rglob("CANARY*")), f"not an exploit: {source!r}"
 
 
 #: Scripts that write a value to a file and run only programs that do not
@@ -362,6 +380,16 @@ def _document(tmp_path: Path, run: str, **extra) -> Path:
 
 def _validate(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
+
+
+def test_a_templated_cwd_taints_pwd_for_the_command(tmp_path: Path) -> None:
+    """The fourth review's E: a step whose ``cwd:`` is templated runs in a
+    directory a value named, so ``$PWD`` holds the value: its ``run`` holds
+    a value even with no ``{{ }}``, and a shell in it is refused."""
+    refused = _validate(_document(tmp_path, 'sh -c "ls $PWD"', cwd="{{ x.v }}"))
+    assert refused.returncode != 0 and "[executor]" in refused.stderr, refused.stderr
+    assert "sh runs with a value in its environment ($OLDPWD, $PWD)" in refused.stderr
+    assert _validate(_document(tmp_path, "ls", cwd="{{ x.v }}")).returncode == 0
 
 
 def test_consumers_from_the_installed_cli(tmp_path: Path) -> None:

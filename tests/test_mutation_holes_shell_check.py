@@ -238,7 +238,11 @@ CASES = [
     ('echo "${x@Q}" {0}', (), []),
     ('echo "${x@P}" {0}', (), [(None, "indirection", 1, 7, "${x@P}")]),
     ('echo "${x@A}" {0}', (), [(None, "indirection", 1, 7, "${x@A}")]),
-    ("tee >(sh) <<< {0}", (), [(0, "file-flow", 1, 5, "a file named at run time")]),
+    (
+        "tee >(sh) <<< {0}",
+        (),
+        [(0, "file-flow", 1, 5, "a file named at run time"), (None, "interpreter", 1, 7, "sh")],
+    ),
     ("exec 3< <(echo {0})", (), [(0, "evaluating-builtin", 1, 1, "exec, through its stdin")]),
     ("exec > out.log; echo {0}", (), []),
     ("exec sh; echo {0}", (), [(None, "rebinding", 1, 1, "exec with a command")]),
@@ -351,7 +355,10 @@ CASES = [
             (None, "rebinding", 1, 27, "."),
         ],
     ),
-    ("echo {0} > /dev/null; sh /dev/null", (), []),
+    # /dev/null holds nothing, but sh may read the value elsewhere (file names, $PWD)
+    ("echo {0} > /dev/null; sh /dev/null", (), [(None, "interpreter", 1, 27, "sh")]),
+    ("echo {0} > /dev/null; cat /dev/null", (), []),
+    ("echo {0} > null; cat null | wc -c", (), []),
     (
         'sh <<"EOF"\necho "$V"\nEOF',
         ("V",),

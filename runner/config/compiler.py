@@ -322,6 +322,9 @@ class _Compiler:
                         f"a templated value may not go into {name}: the shell or a program "
                         "reads it as code or options; use another variable name",
                     )
+            cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
+            if cwd is not None and not cwd.is_static:
+                tainted |= {"PWD", "OLDPWD"}  # the command runs in a directory a value named
             command = self.template(
                 (*path, "run"),
                 spec["run"],
@@ -329,7 +332,6 @@ class _Compiler:
                 tainted=tainted,
                 consumers=self.consumers(path, spec),
             )
-            cwd = self.template((*path, "cwd"), spec["cwd"], shell=False) if "cwd" in spec else None
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})
             known = all(

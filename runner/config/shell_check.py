@@ -105,8 +105,8 @@ _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
 _READING_REDIRECTS = frozenset({"<", "<>"})
 _WRITING_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
-#: Base names of the devices a redirect may name that hold nothing (/dev/null...).
-_DEVICES = ("null", "stdout", "stderr", "tty")
+#: The devices a redirect may name that hold nothing (a file "null" elsewhere is a file).
+_DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 #: How a value reaches a receiver, for messages (argv: no words added).
 _VIA = {
     "stdin": "through its stdin",
@@ -543,7 +543,8 @@ class _Check:
         name, arguments = resolved.name, resolved.arguments
         statics = [self.fixed(a) for a in arguments]
         path = self.tree.static(resolved.name_node) or ""
-        if path.startswith(("/proc/", "/dev/")):  # /proc/self/exe is the shell itself
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if "/" in path and ("proc" in parts or "dev" in parts):  # /proc/self/exe is the shell
             self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program under /proc")
         elif "/" in path and _base(path) in self.made:  # ./mysh may be a copy of bash
             self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program this script made")
@@ -841,6 +842,11 @@ class _Check:
         """The variables ``read``, ``mapfile``, ``getopts`` and ``printf -v`` assign;
         refuses a name word that is not fixed before the script runs."""
         resolved = self.resolve_quietly(command)
+        if resolved is not None and resolved.name in ("cd", "pushd", "popd"):
+            if any(self.carries(word) for word in resolved.arguments):
+                for name in ("PWD", "OLDPWD", "DIRSTACK"):  # cd {{ x }}: $PWD is the value now
+                    yield name, command
+            return
         if resolved is None or resolved.name not in self._OPTION_ARGUMENTS:
             return
         name, words = resolved.name, resolved.arguments
@@ -1316,6 +1322,9 @@ class _Check:
                 allowed = False
             if not allowed or is_interpreter(name):
                 raise _Refused("consumer", resolved.name_node, detail)
+            launched = self.launched(resolved)  # xargs sh -c {{ x }}: sh was not named
+            if launched is not None and name not in BUILTINS:
+                raise _Refused("wrapper", launched, f"{name} {self.text(launched)[:40]}")
             return
         if name in BUILTINS:
             if name in SAFE_BUILTINS or (via == "stdin" and name in STDIN_BUILTINS):
@@ -1369,10 +1378,15 @@ class _Check:
                 continue
             path = path.split("=", 1)[-1]  # dd of=f, --output=f
             if path and not path.startswith("-"):
-                self.tainted_paths.add(_base(path))
-        parent = self.tree.parent(command)
-        if parent is not None and parent.type == "redirected_statement":
-            self.record_redirects(parent)
+                self.tainted_paths.add(path if path.startswith("/dev/") else _base(path))
+        node = self.tree.parent(command)
+        while node is not None and node.type not in (  # { cat; } > f: f holds it too
+            "command_substitution",
+            "process_substitution",
+        ):
+            if node.type == "redirected_statement":
+                self.record_redirects(node)
+            node = self.tree.parent(node)
 
     def record_redirects(self, statement: Any) -> None:
         """The files ``statement`` (whose output carries a value) writes to; a
@@ -1390,8 +1404,8 @@ class _Check:
                 path = self.tree.static(destination)
                 if path is None or _GLOB.search(path):
                     raise _Refused("file-flow", destination, "a file named at run time")
-                self.tainted_paths.add(_base(path))
-                if _base(path) not in _DEVICES:
+                self.tainted_paths.add(path if path.startswith("/dev/") else _base(path))
+                if not path.startswith("/dev/"):
                     self.value_in_file = True
 
     def file_readers(self) -> list[Any]:
@@ -1457,6 +1471,22 @@ class _Check:
                     resolved.name_node,
                     f"{name}: this script writes a value to a file {name} may read",
                 )
+
+    def interpreters_beside_values(self) -> None:
+        """No shell or interpreter runs anywhere in a script that holds a
+        value, whatever its own words: its code can reach the value by ways
+        no parse follows (a file named by a value and listed by ``ls``, ``$PWD``
+        after ``cd``, a variable the process already exported such as
+        ``TERM``, the process list, ``/proc``).  Run it in a step of its own."""
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None or not is_interpreter(resolved.name):
+                continue
+            row, column = resolved.name_node.start_point
+            if (row + 1, column + 1) not in refused:
+                self.refuse("interpreter", resolved.name_node, resolved.name)
 
     def judge_reader(self, command: Any) -> None:
         """``command`` reads a file that holds a value: it receives it, and
@@ -1544,6 +1574,7 @@ class _Check:
             found = {r.id: r for r in self.file_readers() if r.id not in readers}
             if not found:
                 self.programs_beside_files()
+                self.interpreters_beside_values()
                 return self.findings
             readers.update(found)
             self.extra_starts.update(r.start_byte for r in found.values())

@@ -138,6 +138,12 @@ RULES: dict[str, tuple[str, str]] = {
         'a use of a variable that may hold a value, other than "$NAME" in an allowed position',
         'use the variable only as "$NAME" (in double quotes) in an argument',
     ),
+    "interpreter": (
+        "a shell or interpreter in a script that holds a value (its code can read the value "
+        "from file names, $PWD, the environment or the process list)",
+        "run the shell or interpreter in a step of its own, with no value in it; pass it "
+        "data through a file a write: step made",
+    ),
     "file-flow": (
         "run from, or run beside, a file this script writes a value to",
         "do not run a file that holds a value; a program that runs code (a shell, "
