@@ -40,6 +40,7 @@ PAYLOADS = {
     "make": "all:\n\ttouch CANARY_MAKE\n",
     "git": "[alias]\n\tst = !touch CANARY_GIT\n",
     "pwd": "d;touch CANARY_PWD;",
+    "args": "sh -c 'touch CANARY_XARGS'",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -153,6 +154,17 @@ FLOWS = [
     ("review4", "echo {{ x.v }} > null; sh null", ()),
     ("review4", "//proc/self/exe -c {{ x.v }}", ()),
     ("review4-listed", "cd / && proc/self/exe -c {{ x.v }}", ()),  # (would touch /)
+    # found by the fifth review: a value as a file name read back by an
+    # executor, words tree-sitter takes for a comment or for more redirect
+    # targets, /dev/.. paths, programs that run their input
+    ("review5", "touch -- {{ x.args }}; ls > list.txt; xargs -L1 -a list.txt env", ()),
+    ("review5", "echo {{ x.v }} > f; echo a\f#; sh f", ()),
+    ("review5", 'X={{ x.v }}; [ -n "$X" ]#; eval "$X"', ()),
+    ("review5", "echo {{ x.v }} > f; cat\\\n#; sh f", ()),
+    ("review5", "find >/dev/null . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ()),
+    ("review5", "printf '%s\\n' {{ x.make }} > /dev/../proc/self/cwd/Makefile; make -s", ()),
+    ("review5-listed", "json_pp -f eval -t null <<< {{ x.perl }}", ()),
+    ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
@@ -194,7 +206,7 @@ def test_each_flow_is_refused_at_run_time_without_the_static_check(kind, source,
 EXPLOITABLE = [
     flow
     for flow in FLOWS
-    if flow[0] not in ("wrapper", "rebinding", "review3-listed", "review4-listed")
+    if flow[0] not in ("wrapper", "rebinding", "review3-listed", "review4-listed", "review5-listed")
     or flow[1].startswith(("hash", "BASH_CMDS", "eval", "command_not", "find"))
 ]
 
@@ -300,6 +312,12 @@ STRICT_FLOWS = [
     ("{ cat; } < <(echo {{ x.v }}) > f; sh f", ["grep"]),
     ("echo {{ x.v }} > null; sh null", ["grep"]),
     ("xargs sh -c {{ x.v }} < /dev/null", ["xargs"]),
+    (": > {{ x.args }}; xargs -L1 -a <(ls) env", ["grep"]),
+    ("printf '%s\\n' {{ x.make }} > /dev/../proc/self/cwd/Makefile; make -s", ["grep"]),
+    ("echo {{ x.v }} > f; echo a\v#; sh f", ["grep"]),
+    ('X={{ x.v }}; y=(a)#; eval "$X"', ["grep"]),
+    ("echo {{ x.v }} > f; cat\\\t#; sh f", ["grep"]),
+    ("find >/dev/null . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ["grep"]),
 ]
 
 

@@ -41,6 +41,7 @@ one scan, and each container is climbed once.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -373,10 +374,30 @@ class _Check:
             return True
         if node.type == "command_substitution" and self.tree.text_bytes(node).startswith(b"$(("):
             return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
+        if node.type == "comment":
+            return not self.starts_a_word(node.start_byte)
+        if node.type in ("file_redirect", "herestring_redirect"):
+            # tree-sitter files the words after `>/dev/null` as more destinations;
+            # bash gives them to the command as arguments
+            targets = [c for c in node.children if self.tree.field(c) == "destination"]
+            return len(targets) > 1
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
         return False
+
+    def starts_a_word(self, at: int) -> bool:
+        r"""Does bash start a word at byte ``at`` (so that a ``#`` there opens a
+        comment)?  Only after a metacharacter that is not escaped: tree-sitter
+        also takes a form feed, a vertical tab, ``]#``, ``)#`` and ``\<newline>#``
+        for a comment start; bash reads them as part of the word before."""
+        if at == 0:
+            return True
+        before = self.source[at - 1 : at]
+        if before not in (b" ", b"\t", b"\n", b";", b"&", b"|", b"(", b"<", b">"):  # not ")#"
+            return False
+        backslashes = len(self.source[: at - 1]) - len(self.source[: at - 1].rstrip(b"\\"))
+        return backslashes % 2 == 0
 
     def fixed(self, node: Any) -> str | None:
         """``static`` for a word that carries no value (a value is never fixed)."""
@@ -1047,6 +1068,8 @@ class _Check:
             statement = tree.parent(parent)
             if operator in _READING_REDIRECTS:
                 self.stdin_of(statement, parent)  # reads the file the value names
+            else:
+                self.content_written = True  # : > {{ x }}: the value is a file name now
             self.statement(statement, statement)
         elif kind == "herestring_redirect":
             statement = tree.parent(parent)
@@ -1316,6 +1339,8 @@ class _Check:
                 raise _Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
         if via in ("stdin", "<( )") and name not in BUILTINS | STREAM_FILTERS:
             self.content_written = True  # it may write what it read to any file
+        if via == "argv" and name in self._MAKERS | {"mkdir", "mkfifo", "mknod", "truncate"}:
+            self.content_written = True  # touch {{ x }}: the value is a file name now
         if self.consumers is not None:
             allowed = name in self.consumers or name in STRICT_RECEIVERS
             if name in STDIN_BUILTINS and via != "stdin":
@@ -1378,7 +1403,7 @@ class _Check:
                 continue
             path = path.split("=", 1)[-1]  # dd of=f, --output=f
             if path and not path.startswith("-"):
-                self.tainted_paths.add(path if path.startswith("/dev/") else _base(path))
+                self.tainted_paths.add(_device(path) or _base(path))
         node = self.tree.parent(command)
         while node is not None and node.type not in (  # { cat; } > f: f holds it too
             "command_substitution",
@@ -1404,8 +1429,8 @@ class _Check:
                 path = self.tree.static(destination)
                 if path is None or _GLOB.search(path):
                     raise _Refused("file-flow", destination, "a file named at run time")
-                self.tainted_paths.add(path if path.startswith("/dev/") else _base(path))
-                if not path.startswith("/dev/"):
+                self.tainted_paths.add(_device(path) or _base(path))
+                if not _device(path):
                     self.value_in_file = True
 
     def file_readers(self) -> list[Any]:
@@ -1477,16 +1502,24 @@ class _Check:
         value, whatever its own words: its code can reach the value by ways
         no parse follows (a file named by a value and listed by ``ls``, ``$PWD``
         after ``cd``, a variable the process already exported such as
-        ``TERM``, the process list, ``/proc``).  Run it in a step of its own."""
+        ``TERM``, the process list, ``/proc``).  Run it in a step of its own.
+        In strict mode, no executor that is not a consumer runs either."""
         self.index = None
         refused = {(f.line, f.column) for f in self.findings}
         for command in self.commands:
             resolved = self.resolve_quietly(command)
-            if resolved is None or resolved.name is None or not is_interpreter(resolved.name):
+            if resolved is None or resolved.name is None:
                 continue
+            name = resolved.name
             row, column = resolved.name_node.start_point
-            if (row + 1, column + 1) not in refused:
-                self.refuse("interpreter", resolved.name_node, resolved.name)
+            if (row + 1, column + 1) in refused:
+                continue
+            if is_interpreter(name):
+                self.refuse("interpreter", resolved.name_node, name)
+            elif self.consumers is not None and is_executor(name) and name not in self.consumers:
+                # strict mode is a closed world: xargs -a <(ls) env reads a value
+                # a file name holds without receiving it
+                self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
 
     def judge_reader(self, command: Any) -> None:
         """``command`` reads a file that holds a value: it receives it, and
@@ -1615,6 +1648,12 @@ class _Check:
                 if line_key == delimiter or (not quoted and line.endswith(b"\\")):
                     return node
         return None
+
+
+def _device(path: str) -> str | None:
+    """``path`` if it is one of ``_DEVICES`` once normalized (``/dev/../x`` is not)."""
+    normal = posixpath.normpath(path) if path.startswith("/") else path
+    return normal if normal in _DEVICES else None
 
 
 def _is_running_option(option: str) -> bool:

@@ -462,6 +462,10 @@ EXECUTOR_SUPPLEMENT = frozenset(
         "sbt",
         "dotnet",
         "mono",
+        # found in the fifth review: they run their input or the file they are given
+        "json_pp",
+        "pydoc",
+        "pydoc3",
     }
 )
 #: A listed program under a toolchain spelling: a target triplet before it
