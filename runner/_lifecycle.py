@@ -312,7 +312,7 @@ async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
 
 async def _fresh_home(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
     """Give the ``on_destroy`` hooks a new, empty ``HOME`` (the agent's is
-    its own: ``.gitconfig``, ``.ssh/config``, user site-packages would run its
+    its own: ``.gitconfig`` or user site-packages would run its
     code in a hook); False (a failure recorded and logged) if that failed."""
     try:
         with anyio.fail_after(END_PROCESSES_SECONDS):

@@ -10,6 +10,7 @@ strict seccomp profile is probed with the raw system calls it denies.
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 
 import anyio
@@ -18,7 +19,7 @@ from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner.config import load, validate_file
-from runner.sandboxes.docker import LocalDockerSandbox
+from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
 from runner.sandboxes.seccomp import STRICT_DENIED, strict_profile
 
 #: Each call the strict profile denies, made raw (ctypes), and sockets by
@@ -170,9 +171,7 @@ async def test_the_hostile_agent_is_contained_under_runsc(
 @pytest.mark.docker
 def test_runner_run_uses_the_runtime_from_the_file(tmp_path, docker_client, runsc) -> None:
     """Through the installed CLI: the container of a ``runtime: runsc`` file
-    runs gVisor's kernel (its uname says so), and nothing is left."""
-    import subprocess
-
+    runs gVisor's kernel (its boot log says so), and nothing is left."""
     config = tmp_path / "agent.yaml"
     config.write_text(
         textwrap.dedent(
@@ -194,15 +193,23 @@ def test_runner_run_uses_the_runtime_from_the_file(tmp_path, docker_client, runs
             """
         )
     )
-    result = subprocess.run(
+    process = subprocess.Popen(
         [*RUNNER_CLI, "run", str(config), "--output-dir", "out"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(tmp_path), "RUNNER_DOCKER_IMAGE": TEST_IMAGE},
-        timeout=180,
     )
-    assert result.returncode == 0, result.stderr
+    try:
+        _, stderr = process.communicate(timeout=180)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_OWNER_PID}={process.pid}"}
+    )
+    assert left == []
     kernel = (tmp_path / "out" / "kernel.txt").read_text()
     assert "gVisor" in kernel, kernel
 

@@ -74,6 +74,10 @@ def test_no_malformed_request_stops_the_server(tmp_path: Path) -> None:
         status_line, _, rest = head.partition(b"\r\n")
         assert status_line == b"HTTP/1.1 401 ", head
         assert rest.endswith(b"\r\n\r\n"), "a HEAD answer carries no body"
+        # and the connection goes on: a GET after it gets its own answer, body and all
+        both = raw(server, MALFORMED[0] + b"GET /v1/sessions HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert both.count(b"HTTP/1.1 401 ") == 2, both
+        assert both.endswith(b"}\n"), both
         for payload in MALFORMED[1:]:
             raw(server, payload)
             assert server.process.poll() is None, server.stderr()

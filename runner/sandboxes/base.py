@@ -158,8 +158,8 @@ class Sandbox(abc.ABC):
     async def fresh_home(self) -> str | None:
         """Point ``HOME`` of every later command at a new, empty directory:
         the lifecycle calls it once the agent's processes are gone, before
-        ``on_destroy``, so no hook reads the agent's dotfiles (a planted
-        ``~/.gitconfig``, ``~/.ssh/config``, Python user site-packages).
+        ``on_destroy``, so no hook reads the agent's dotfiles found through
+        ``$HOME`` (a planted ``~/.gitconfig``, Python user site-packages).
         Returns the directory, or None where the backend keeps one ``HOME``
         (no separate sandbox user: local, ``user: root``, Mistral)."""
         return None

@@ -286,8 +286,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         }
         if self.durable_owner:
             labels[LABEL_DURABLE] = self.durable_owner
-        if current_scope() is not None:
-            labels[LABEL_SCOPE] = current_scope()  # type: ignore[assignment]  # checked above
+        scope = current_scope()
+        if scope is not None:
+            labels[LABEL_SCOPE] = scope
         lifetime = "infinity"
         if expires_at is not None:
             labels[LABEL_EXPIRES] = str(int(expires_at))

@@ -219,18 +219,14 @@ async def _send(
     if isinstance(response, Response):
         headers.append(("content-length", str(len(response.body))))
     await stream.send(conn.send(h11.Response(status_code=response.status, headers=headers)))
-    if head:
-        aclose = getattr(getattr(response, "chunks", None), "aclose", None)
-        if aclose is not None:
-            with anyio.CancelScope(shield=True):
-                await aclose()
-    elif isinstance(response, Response):
-        if response.body:
+    if isinstance(response, Response):
+        if response.body and not head:
             await stream.send(conn.send(h11.Data(data=response.body)))
     else:
         try:
-            async for chunk in response.chunks:
-                await stream.send(conn.send(h11.Data(data=chunk)))
+            if not head:
+                async for chunk in response.chunks:
+                    await stream.send(conn.send(h11.Data(data=chunk)))
         finally:
             aclose = getattr(response.chunks, "aclose", None)
             if aclose is not None:
