@@ -109,7 +109,7 @@ from typing import Any
 import anyio
 
 import runner as agents
-from runner.sandboxes.docker import LABEL_OWNER_PID, LABEL_SESSION
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID, LABEL_SESSION
 from runner.sandboxes.local import DangerousLocalWarning
 
 IMAGE = os.environ.get("RUNNER_DOCKER_IMAGE", "sandbox-runner-test:latest")
@@ -641,7 +641,7 @@ class SeedProject(agents.SandboxHook):
 
 
 async def snapshot_start(table: Table, rounds: int) -> None:
-    from runner.sandboxes._snapshots import LABEL_SNAPSHOT
+    from runner.sandboxes.docker.snapshots import LABEL_SNAPSHOT
 
     progress("7. snapshot: first session vs second session")
     rounds = min(rounds, SNAPSHOT_ROUNDS)

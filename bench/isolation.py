@@ -24,7 +24,7 @@ import time
 import anyio
 
 import runner as agents
-from runner.sandboxes.docker import DockerClient, LocalDockerSandbox
+from runner.sandboxes.docker.environment import DockerClient, LocalDockerSandbox
 
 SETUPS = {
     "default": {},

@@ -25,12 +25,12 @@ import sys
 import anyio
 
 import runner as agents
-from runner._turns import PreparedCall, run_tool
+from runner.models.turns import PreparedCall, run_tool
 
 
 async def measure(backend: str, size_mib: int, huge: bool) -> int:
     if backend == "docker":
-        from runner.sandboxes.docker import LocalDockerSandbox
+        from runner.sandboxes.docker.environment import LocalDockerSandbox
 
         environment: agents.SandboxEnvironment = LocalDockerSandbox()
     else:

@@ -71,7 +71,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.sandboxes.docker import LABEL_DURABLE, LABEL_OWNER_PID  # noqa: E402
+from runner.sandboxes.docker.environment import LABEL_DURABLE, LABEL_OWNER_PID  # noqa: E402
 
 IMAGE = os.environ.get("RUNNER_DOCKER_IMAGE", "sandbox-runner-test:latest")
 TOKEN = "bench-token-0123456789abcdef"
@@ -246,7 +246,7 @@ async def _in(value: Awaitable[str], allowed: tuple[str, ...]) -> bool:
 
 async def local_session(agent: Any) -> float:
     """The same in this process: ``start_session()`` to first step (s); closed afterwards."""
-    from runner._events import listen
+    from runner.core.events import listen
 
     seen: list[float] = []
 

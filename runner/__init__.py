@@ -11,41 +11,41 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from . import pattern as pattern
-    from ._agent import Agent as Agent
-    from ._cache import SnapshotError as SnapshotError
-    from ._cache import SnapshotWarning as SnapshotWarning
-    from ._chat_completions import ChatCompletionsModel as ChatCompletionsModel
-    from ._chat_completions import MissingCredentialsError as MissingCredentialsError
-    from ._chat_completions import ModelError as ModelError
-    from ._dependencies import Depends as Depends
-    from ._errors import AgentsError as AgentsError
-    from ._errors import MissingExtraError as MissingExtraError
-    from ._errors import SandboxSetupError as SandboxSetupError
-    from ._errors import SandboxUnavailableError as SandboxUnavailableError
-    from ._errors import SdkError as SdkError
-    from ._errors import SessionIdempotencyConflictError as SessionIdempotencyConflictError
-    from ._errors import SessionInputError as SessionInputError
-    from ._errors import SessionTerminatedError as SessionTerminatedError
-    from ._events import listen as listen
-    from ._hooks import SandboxCallbackContext as SandboxCallbackContext
-    from ._hooks import SandboxHook as SandboxHook
-    from ._inputs import SessionInput as SessionInput
-    from ._model import Completed as Completed
-    from ._model import Failed as Failed
-    from ._model import Model as Model
-    from ._model import ModelReply as ModelReply
-    from ._model import ToolCall as ToolCall
-    from ._model import ToolCallRecord as ToolCallRecord
-    from ._model import TurnResult as TurnResult
-    from ._network import Network as Network
-    from ._runtime import local_runtime as local_runtime
-    from ._session import Session as Session
-    from ._time import now as now
-    from ._time import sleep as sleep
+    from .core.clock import now as now
+    from .core.clock import sleep as sleep
+    from .core.errors import AgentsError as AgentsError
+    from .core.errors import MissingExtraError as MissingExtraError
+    from .core.errors import SandboxSetupError as SandboxSetupError
+    from .core.errors import SandboxUnavailableError as SandboxUnavailableError
+    from .core.errors import SdkError as SdkError
+    from .core.errors import SessionIdempotencyConflictError as SessionIdempotencyConflictError
+    from .core.errors import SessionInputError as SessionInputError
+    from .core.errors import SessionTerminatedError as SessionTerminatedError
+    from .core.events import listen as listen
+    from .core.hooks import SandboxCallbackContext as SandboxCallbackContext
+    from .core.hooks import SandboxHook as SandboxHook
+    from .core.network import Network as Network
+    from .core.snapshot_keys import SnapshotError as SnapshotError
+    from .core.snapshot_keys import SnapshotWarning as SnapshotWarning
+    from .engine.agent import Agent as Agent
+    from .engine.dependencies import Depends as Depends
+    from .engine.inputs import SessionInput as SessionInput
+    from .engine.runtime import local_runtime as local_runtime
+    from .engine.session import Session as Session
+    from .models.chat_completions import ChatCompletionsModel as ChatCompletionsModel
+    from .models.chat_completions import MissingCredentialsError as MissingCredentialsError
+    from .models.chat_completions import ModelError as ModelError
+    from .models.protocol import Completed as Completed
+    from .models.protocol import Failed as Failed
+    from .models.protocol import Model as Model
+    from .models.protocol import ModelReply as ModelReply
+    from .models.protocol import ToolCall as ToolCall
+    from .models.protocol import ToolCallRecord as ToolCallRecord
+    from .models.protocol import TurnResult as TurnResult
     from .sandboxes.base import Sandbox as Sandbox
     from .sandboxes.base import SandboxEnvironment as SandboxEnvironment
     from .sandboxes.base import SandboxExecutionResult as SandboxExecutionResult
-    from .sandboxes.docker import LocalDockerSandbox as LocalDockerSandbox
+    from .sandboxes.docker.environment import LocalDockerSandbox as LocalDockerSandbox
     from .sandboxes.local import DangerousLocalSandbox as DangerousLocalSandbox
     from .sandboxes.mistral import MistralSandbox as MistralSandbox
     from .sandboxes.none import NoSandbox as NoSandbox
@@ -55,41 +55,41 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
 # prints (PEP 562 module __getattr__); the TYPE_CHECKING block above repeats
 # it for type checkers, and a test keeps the two equal.
 _LAZY = {
-    "Agent": "._agent",
-    "SnapshotError": "._cache",
-    "SnapshotWarning": "._cache",
-    "ChatCompletionsModel": "._chat_completions",
-    "MissingCredentialsError": "._chat_completions",
-    "ModelError": "._chat_completions",
-    "Depends": "._dependencies",
-    "AgentsError": "._errors",
-    "MissingExtraError": "._errors",
-    "SandboxSetupError": "._errors",
-    "SandboxUnavailableError": "._errors",
-    "SdkError": "._errors",
-    "SessionIdempotencyConflictError": "._errors",
-    "SessionInputError": "._errors",
-    "SessionTerminatedError": "._errors",
-    "listen": "._events",
-    "SandboxCallbackContext": "._hooks",
-    "SandboxHook": "._hooks",
-    "SessionInput": "._inputs",
-    "Completed": "._model",
-    "Failed": "._model",
-    "Model": "._model",
-    "ModelReply": "._model",
-    "ToolCall": "._model",
-    "ToolCallRecord": "._model",
-    "TurnResult": "._model",
-    "Network": "._network",
-    "local_runtime": "._runtime",
-    "Session": "._session",
-    "now": "._time",
-    "sleep": "._time",
+    "Agent": ".engine.agent",
+    "SnapshotError": ".core.snapshot_keys",
+    "SnapshotWarning": ".core.snapshot_keys",
+    "ChatCompletionsModel": ".models.chat_completions",
+    "MissingCredentialsError": ".models.chat_completions",
+    "ModelError": ".models.chat_completions",
+    "Depends": ".engine.dependencies",
+    "AgentsError": ".core.errors",
+    "MissingExtraError": ".core.errors",
+    "SandboxSetupError": ".core.errors",
+    "SandboxUnavailableError": ".core.errors",
+    "SdkError": ".core.errors",
+    "SessionIdempotencyConflictError": ".core.errors",
+    "SessionInputError": ".core.errors",
+    "SessionTerminatedError": ".core.errors",
+    "listen": ".core.events",
+    "SandboxCallbackContext": ".core.hooks",
+    "SandboxHook": ".core.hooks",
+    "SessionInput": ".engine.inputs",
+    "Completed": ".models.protocol",
+    "Failed": ".models.protocol",
+    "Model": ".models.protocol",
+    "ModelReply": ".models.protocol",
+    "ToolCall": ".models.protocol",
+    "ToolCallRecord": ".models.protocol",
+    "TurnResult": ".models.protocol",
+    "Network": ".core.network",
+    "local_runtime": ".engine.runtime",
+    "Session": ".engine.session",
+    "now": ".core.clock",
+    "sleep": ".core.clock",
     "Sandbox": ".sandboxes.base",
     "SandboxEnvironment": ".sandboxes.base",
     "SandboxExecutionResult": ".sandboxes.base",
-    "LocalDockerSandbox": ".sandboxes.docker",
+    "LocalDockerSandbox": ".sandboxes.docker.environment",
     "DangerousLocalSandbox": ".sandboxes.local",
     "NoSandbox": ".sandboxes.none",
     "MistralSandbox": ".sandboxes.mistral",

@@ -1,5 +1,5 @@
 """``python -m runner`` is the ``runner`` command."""
 
-from .cli import main
+from .cli.main import main
 
 main()

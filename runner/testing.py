@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._model import ModelReply
+from .models.protocol import ModelReply
 from .sandboxes.base import (
     Sandbox,
     SandboxEnvironment,
@@ -23,7 +23,7 @@ from .sandboxes.base import (
 )
 
 if TYPE_CHECKING:
-    from ._hooks import SandboxHook
+    from .core.hooks import SandboxHook
 
 Responder = Callable[[str], SandboxExecutionResult | None]
 

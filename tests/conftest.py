@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import runner as agents
-from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID, LocalDockerSandbox
 from runner.sandboxes.local import DangerousLocalWarning
 
 #: Every container and snapshot this test run makes carries this scope (the

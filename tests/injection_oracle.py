@@ -38,11 +38,11 @@ from injection_grammar import Case, generate
 from jinja2.utils import htmlsafe_json_dumps
 from markupsafe import escape
 
-from runner._errors import AgentsError
 from runner.config.templates import Fields, compile_template
+from runner.core.errors import AgentsError
 
 try:  # the step-level rule of compiler.compile_step (absent from the old checker)
-    from runner.config.shell_check import is_shell_control_name
+    from runner.config.shell.checker import is_shell_control_name
 except ImportError:
     is_shell_control_name = None
 

@@ -21,7 +21,7 @@ from chat_server import ChatServer, assistant
 from conftest import RUNNER_CLI
 
 import runner as agents
-from runner.sandboxes.docker import LABEL_OWNER_PID
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID
 
 SECRET = "s3cr3t-Value-4711"
 
@@ -211,7 +211,7 @@ async def test_no_on_destroy_runs_beside_processes_that_could_not_be_killed(
     """If the processes cannot be killed (or the kill does not finish in
     time), no ``on_destroy`` runs beside them: the close reports why and
     still deletes the sandbox.  When the kill works, it comes first."""
-    from runner import _lifecycle
+    from runner.engine import lifecycle as _lifecycle
     from runner.testing import InMemorySandbox, RecordingSandbox
 
     order: list[str] = []

@@ -20,8 +20,8 @@ import time
 import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 
-from runner.sandboxes._docker_engine import LABEL, LABEL_EXPIRES, LABEL_SCOPE, collect_garbage
-from runner.sandboxes._snapshots import (
+from runner.sandboxes.docker.engine import LABEL, LABEL_EXPIRES, LABEL_SCOPE, collect_garbage
+from runner.sandboxes.docker.snapshots import (
     LABEL_SNAPSHOT,
     LABEL_SNAPSHOT_CREATED,
     LABEL_SNAPSHOT_SOURCE,

@@ -38,7 +38,7 @@ def test_version() -> None:
 
 def test_help_does_not_import_docker() -> None:
     code = (
-        "import sys; from runner.cli import main\n"
+        "import sys; from runner.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print('docker' in sys.modules, 'jinja2' in sys.modules)"
     )

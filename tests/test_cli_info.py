@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 
-from runner.sandboxes._docker_engine import LABEL_OWNER_PID
+from runner.sandboxes.docker.engine import LABEL_OWNER_PID
 
 SECRET_VALUE = "tok-5f1e9a-never-print-me"
 FILE_SECRET_VALUE = "-----BEGIN deploy key 7c3d-----"

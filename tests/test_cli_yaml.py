@@ -169,7 +169,7 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path) -> None:
 
 def test_validate_does_not_import_docker() -> None:
     code = (
-        "import sys\nfrom runner.cli import main\n"
+        "import sys\nfrom runner.cli.main import main\n"
         f"try:\n    main(['validate', {str(ROOT / 'examples' / 'ci-pipeline.yaml')!r}])\n"
         "except SystemExit as exit:\n    assert exit.code in (0, None), exit.code\n"
         "print('docker' in sys.modules)"

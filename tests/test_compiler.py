@@ -170,7 +170,7 @@ async def test_close_runs_yaml_on_destroy_in_reverse_and_continues_past_failures
 async def test_check_false_lets_a_step_fail_without_failing_the_hook(tmp_path) -> None:
     """The failing step does not stop the hook: the next step runs, the hook and
     the session succeed, and the failed step's exit code is in its event."""
-    from runner._events import listen
+    from runner.core.events import listen
 
     path = write(
         tmp_path,

@@ -17,7 +17,7 @@ import pytest
 from conftest import RUNNER_CLI
 
 import runner as agents
-from runner.sandboxes._pool import WarmPool
+from runner.sandboxes.docker.pool import WarmPool
 
 
 def test_a_warm_pool_needs_a_size_of_at_least_one() -> None:

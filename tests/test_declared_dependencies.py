@@ -36,7 +36,7 @@ def imported_top_level_modules() -> dict[str, str]:
     """Top-level module -> a file importing it, over every module of runner/."""
     found: dict[str, str] = {}
     for path in sorted((ROOT / "runner").rglob("*.py")):
-        if path.name == "_exec_helper.py":  # runs inside the container, stdlib only
+        if path.name == "exec_helper.py":  # runs inside the container, stdlib only
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):

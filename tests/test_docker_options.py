@@ -11,7 +11,7 @@ import pytest
 from conftest import TEST_IMAGE
 
 import runner as agents
-from runner.sandboxes.docker import LocalDockerSandbox
+from runner.sandboxes.docker.environment import LocalDockerSandbox
 
 
 def test_network_allow_is_refused_at_construction() -> None:

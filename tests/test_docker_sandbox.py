@@ -12,7 +12,7 @@ import pytest
 from conftest import SCOPE_LABELS, TEST_IMAGE, lifecycle_until_it_dies
 
 import runner as agents
-from runner.sandboxes.docker import (
+from runner.sandboxes.docker.environment import (
     EXPIRY_GRACE_SECONDS,
     LABEL_EXPIRES,
     LABEL_OWNER_PID,

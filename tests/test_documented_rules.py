@@ -1,6 +1,6 @@
 """What README and SECURITY.md say of the checker's facts is the rule table itself
 (issue 27, item 6): the lists they print are compared with
-``runner/config/shell_rules.py``, so a rule added or dropped there fails here
+``runner/config/shell/rules.py``, so a rule added or dropped there fails here
 until the documents say so."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from runner.config.executors import EXECUTORS
-from runner.config.shell_rules import (
+from runner.config.shell.executors import EXECUTORS
+from runner.config.shell.rules import (
     FOLLOWED_WRAPPERS,
     RULES,
     SAFE_BUILTINS,
@@ -30,7 +30,7 @@ def _words_after(text: str, lead: str) -> list[str]:
 
 
 def test_the_default_modes_builtins_are_the_safe_builtins() -> None:
-    readme = _words_after(README, "`runner/config/data/executors.json`); builtins")
+    readme = _words_after(README, "`runner/config/shell/data/executors.json`); builtins")
     security = _words_after(SECURITY, "never an evaluating builtin (anything outside")
     assert set(readme) == set(security) == SAFE_BUILTINS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import TEST_IMAGE
 
-from runner.sandboxes.docker import LABEL_OWNER_PID
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

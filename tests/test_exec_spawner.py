@@ -1,5 +1,5 @@
 """The Python helper's spawner: one child per sandbox user that starts that
-user's commands (see ``Spawner`` in ``runner/sandboxes/_exec_helper.py``).
+user's commands (see ``Spawner`` in ``runner/sandboxes/helpers/exec_helper.py``).
 
 It exists for speed (a command started by a process that already is the
 user costs a vfork, not a fork of the whole helper), so these tests check

@@ -1,4 +1,4 @@
-"""runner/config/executors.py and its data, runner/config/data/executors.json.
+"""runner/config/shell/executors.py and its data, runner/config/shell/data/executors.json.
 
 The data is GTFOBins' binary and function names (scripts/refresh-executors
 regenerates it from a clone).  Everything here reads the real file; the one
@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from conftest import cli_package_dir
 
-from runner.config import executors
+from runner.config.shell import executors
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "refresh-executors"
-DATA = ROOT / "runner" / "config" / "data" / "executors.json"
-WHEEL_PATH = "runner/config/data/executors.json"
+DATA = ROOT / "runner" / "config" / "shell" / "data" / "executors.json"
+WHEEL_PATH = "runner/config/shell/data/executors.json"
 
 
 def _gtfobins_clone() -> Path | None:
@@ -229,13 +229,13 @@ def test_the_built_wheel_ships_the_data(tmp_path):
     (wheel,) = dist.glob("sandbox_runner-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read(WHEEL_PATH) == DATA.read_bytes()
-        assert "runner/config/data/README.md" in archive.namelist()
+        assert "runner/config/shell/data/README.md" in archive.namelist()
         archive.extractall(tmp_path / "installed")
     loaded = subprocess.run(
         [
             sys.executable,
             "-c",
-            "from runner.config import executors as e; print(e.__file__, e.SOURCE)",
+            "from runner.config.shell import executors as e; print(e.__file__, e.SOURCE)",
         ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(tmp_path / "installed")},
@@ -252,5 +252,5 @@ def test_the_built_wheel_ships_the_data(tmp_path):
 )
 def test_the_installed_wheel_of_the_cli_tests_has_the_data():
     assert (
-        cli_package_dir() / "config" / "data" / "executors.json"
+        cli_package_dir() / "config" / "shell" / "data" / "executors.json"
     ).read_bytes() == DATA.read_bytes()

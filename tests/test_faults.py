@@ -14,7 +14,7 @@ import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
-from runner.sandboxes.docker import LABEL_OWNER_PID
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID
 
 pytestmark = [pytest.mark.docker]
 

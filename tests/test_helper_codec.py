@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_shell_channel import assert_values_travel_as_data, open_session
 
-from runner.sandboxes._exec_helper import mini_dumps, mini_loads
+from runner.sandboxes.helpers.exec_helper import mini_dumps, mini_loads
 
 json_values = st.recursive(
     st.none()

@@ -19,7 +19,7 @@ import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
-from runner.sandboxes.docker import HOST_GRACE_SECONDS, LABEL_OWNER_PID
+from runner.sandboxes.docker.environment import HOST_GRACE_SECONDS, LABEL_OWNER_PID
 
 #: Replaces the container's GNU timeout by one that never times anything out.
 FAKE_TIMEOUT = (

@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 import runner as agents
-from runner.sandboxes import _exec_channel
+from runner.sandboxes.docker import channel as _exec_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -40,13 +40,13 @@ def no_thread_dies(monkeypatch) -> Any:
 def patch_python_helper(monkeypatch, old: str, new: str) -> None:
     """Start the Python helper with ``old`` replaced by ``new`` in its code."""
     original = _exec_channel.helper_source
-    source = original("_exec_helper.py")
+    source = original("exec_helper.py")
     assert old in source
     patched = source.replace(old, new)
     monkeypatch.setattr(
         _exec_channel,
         "helper_source",
-        lambda name="_exec_helper.py": patched if name == "_exec_helper.py" else original(name),
+        lambda name="exec_helper.py": patched if name == "exec_helper.py" else original(name),
     )
 
 

@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 import runner as agents
-from runner._events import listen
+from runner.core.events import listen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 

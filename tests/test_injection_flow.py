@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import RUNNER_CLI
 
-from runner.config import shell_check
-from runner.config.shell_check import check_script
+from runner.config.shell import checker as shell_check
+from runner.config.shell.checker import check_script
 from runner.config.templates import _SHELL, Fields, Template, UnsafeTemplateError, compile_template
 
 #: A value that is code to a shell and to arithmetic: its first line runs a

@@ -19,8 +19,8 @@ from conftest import RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner.config import load, validate_file
-from runner.sandboxes.docker import LABEL_OWNER_PID, LocalDockerSandbox
-from runner.sandboxes.seccomp import STRICT_DENIED, strict_profile
+from runner.sandboxes.docker.environment import LABEL_OWNER_PID, LocalDockerSandbox
+from runner.sandboxes.docker.seccomp import STRICT_DENIED, strict_profile
 
 #: Each call the strict profile denies, made raw (ctypes), and sockets by
 #: family: "NAME ERRNO" a line (0: it worked).
@@ -89,7 +89,7 @@ def test_the_options_are_checked_before_anything_starts(tmp_path) -> None:
 def test_the_strict_profile_is_dockers_default_without_the_denied_calls() -> None:
     import json
 
-    from runner.sandboxes.seccomp import docker_default
+    from runner.sandboxes.docker.seccomp import docker_default
 
     strict = json.loads(strict_profile())
     allowed = {n for rule in strict["syscalls"] for n in rule["names"] if "args" not in rule}

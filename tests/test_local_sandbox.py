@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import runner as agents
-from runner.sandboxes._docker_engine import process_start_time
+from runner.sandboxes.docker.engine import process_start_time
 from runner.sandboxes.local import DangerousLocalWarning
 
 pytestmark = pytest.mark.anyio

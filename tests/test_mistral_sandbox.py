@@ -220,7 +220,7 @@ BLOCK_KOYEB = (
 
 
 def run_without_koyeb(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:
-    code = BLOCK_KOYEB + "from runner.cli import main\nmain()\n"
+    code = BLOCK_KOYEB + "from runner.cli.main import main\nmain()\n"
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,

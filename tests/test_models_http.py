@@ -345,7 +345,7 @@ async def test_a_permanent_server_error_fails_at_once_with_advice() -> None:
 
 @pytest.mark.slow
 async def test_which_answers_are_retried() -> None:
-    """The rule of runner/_chat_completions.py, status by status, over real HTTP:
+    """The rule of runner/models/chat_completions.py, status by status, over real HTTP:
     the number of requests one call makes when the first answer is ``status``."""
     expected = {
         408: 2,

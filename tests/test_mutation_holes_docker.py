@@ -23,8 +23,8 @@ from conftest import SCOPE_LABELS, TEST_IMAGE
 from docker import errors as docker_errors
 
 import runner as agents
-from runner.sandboxes import docker as docker_module
-from runner.sandboxes._docker_engine import (
+from runner.sandboxes.docker import environment as docker_module
+from runner.sandboxes.docker.engine import (
     LABEL,
     LABEL_DURABLE,
     LABEL_EXPIRES,
@@ -34,7 +34,7 @@ from runner.sandboxes._docker_engine import (
     LABEL_SESSION,
     process_start_time,
 )
-from runner.sandboxes.docker import (
+from runner.sandboxes.docker.environment import (
     CHANNEL_DIR,
     LocalDockerSandbox,
     remove_durable_containers,

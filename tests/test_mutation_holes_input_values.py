@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from runner._errors import SessionInputError
-from runner._inputs import SessionInput
 from runner.config.compiler import DeclaredInput
 from runner.config.input_values import collect_input_values, json_value
 from runner.config.yaml_loader import MAX_DEPTH
+from runner.core.errors import SessionInputError
+from runner.engine.inputs import SessionInput
 
 SCHEMA = {
     "type": "object",

@@ -1,7 +1,7 @@
 """Session inputs: validation, defaults and secret forms, attacked in-process (found by
 mutation testing).
 
-Each test pins one decision of ``runner._inputs`` exactly: which values are
+Each test pins one decision of ``runner.engine.inputs`` exactly: which values are
 refused and how the message reads (never the secret value), which defaults are
 filled in, and every form a secret is scrubbed in.
 """
@@ -15,17 +15,9 @@ from urllib.parse import quote
 
 import pytest
 
-from runner._errors import SdkError, SessionInputError
-from runner._inputs import (
-    MASK,
-    SessionInput,
-    _ansi_c,
-    annotation_schema,
-    closest,
-    scrub,
-    secret_forms,
-    secret_strings,
-)
+from runner.core.errors import SdkError, SessionInputError
+from runner.core.redaction import MASK, _ansi_c, scrub, secret_forms
+from runner.engine.inputs import SessionInput, annotation_schema, closest, secret_strings
 
 
 @pytest.mark.parametrize(
@@ -411,7 +403,7 @@ def test_a_class_from_a_json_schema_keeps_its_own_copy_and_its_flags() -> None:
     schema["properties"]["a"]["type"] = "string"  # the caller's dict, changed afterwards
     assert cls.json_schema()["properties"]["a"] == {"type": "integer"}
     assert cls.__name__ == "AcmeMyRepoV2"
-    assert cls.__module__ == "runner._inputs"
+    assert cls.__module__ == "runner.engine.inputs"
     assert cls.__from_schema__ is True
     assert (cls.__optional__, cls.__secret__, cls.__no_leading_dash__) == (False, False, False)
     optional = SessionInput.from_json_schema("acme.o", schema, optional=True)
@@ -428,7 +420,7 @@ def test_a_secret_with_undecodable_bytes_gets_its_forms_without_a_crash() -> Non
     """A ``from_env`` secret whose bytes are not UTF-8 reaches Python with lone
     surrogates; computing its scrub forms used to raise UnicodeEncodeError at
     session start (URL-quoting the text instead of its bytes)."""
-    from runner._inputs import secret_forms
+    from runner.core.redaction import secret_forms
 
     forms = secret_forms("tok\udcffen")
     assert "tok%FFen" in forms

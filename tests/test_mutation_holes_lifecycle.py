@@ -23,9 +23,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import runner as agents
-from runner._cache import SnapshotError, snapshot_key, snapshots_disabled
-from runner._events import events_schema
-from runner._lifecycle import (
+from runner.core.events import events_schema
+from runner.core.snapshot_keys import SnapshotError, snapshot_key, snapshots_disabled
+from runner.engine.lifecycle import (
     HookFailure,
     force_cleanup,
     open_sandbox,

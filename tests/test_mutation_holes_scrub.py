@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from runner._events import (
+from runner.core.events import (
     _secrets,
     add_secrets,
     emit,
@@ -25,7 +25,7 @@ from runner._events import (
     listen,
     scrubbed,
 )
-from runner._inputs import MASK, scrub, secret_forms
+from runner.core.redaction import MASK, scrub, secret_forms
 
 
 @pytest.fixture(autouse=True)
@@ -95,7 +95,7 @@ def test_events_are_scrubbed_through_mappings_and_lists() -> None:
     seen = []
     with listen(seen.append):
         add_secrets(["hunter2'x"])
-        from runner._events import emit
+        from runner.core.events import emit
 
         emit("hook_failed", message="it was hunter2'x", steps=["a hunter2'x", {"k": "hunter2'x"}])
     event = seen[0]
@@ -118,7 +118,7 @@ def test_a_longer_secret_is_masked_before_a_shorter_one_inside_it() -> None:
     with listen(seen.append):
         add_secrets(["abc"])
         add_secrets(["abcdef"])
-        from runner._events import emit
+        from runner.core.events import emit
 
         emit("hook_failed", message="abcdef")
     # Shortest first would leave "***def".
@@ -168,7 +168,8 @@ def test_the_events_schema_is_the_shipped_json() -> None:
 
 
 def test_a_secret_is_masked_with_and_without_its_surrounding_whitespace() -> None:
-    from runner._inputs import SessionInput, secret_strings, secret_text_forms
+    from runner.core.redaction import secret_text_forms
+    from runner.engine.inputs import SessionInput, secret_strings
 
     assert secret_text_forms("tok-1\r\n") == secret_forms("tok-1\r\n") | secret_forms("tok-1")
     assert secret_text_forms(" \tab \n") == secret_forms(" \tab \n")  # "ab" is too short
@@ -188,7 +189,7 @@ ESCAPED = b"tok\xffen-\x80x".decode("utf-8", "surrogateescape")
 
 
 def test_the_forms_of_bytes_that_are_not_utf8_are_those_of_the_bytes() -> None:
-    from runner._inputs import _undecodable_forms, secret_text_forms
+    from runner.core.redaction import _undecodable_forms, secret_text_forms
 
     assert _undecodable_forms(ESCAPED) == {
         "tok\\377en-\\200x",  # $'...', the same in both locales here
@@ -208,7 +209,7 @@ def test_the_forms_of_bytes_that_are_not_utf8_are_those_of_the_bytes() -> None:
 
 
 def test_only_forms_holding_undecodable_bytes_get_a_bytes_form_longest_first() -> None:
-    from runner._inputs import secret_bytes_forms
+    from runner.core.redaction import secret_bytes_forms
 
     assert secret_bytes_forms(["é-secret", "ab\ud800cd", "plain", ESCAPED, "x\udcffyz\udcfe"]) == [
         b"tok\xffen-\x80x",
@@ -218,7 +219,7 @@ def test_only_forms_holding_undecodable_bytes_get_a_bytes_form_longest_first() -
 
 
 def test_command_output_loses_the_bytes_of_a_secret_before_it_is_decoded() -> None:
-    from runner._events import decode_output
+    from runner.core.events import decode_output
 
     output = b"a tok\xffen-\x80x b \xfe end"
     assert decode_output(output) == "a tok\ufffden-\ufffdx b \ufffd end"  # no secrets yet
@@ -245,7 +246,7 @@ def test_adding_known_secrets_changes_nothing_and_new_ones_merge_longest_first()
     add_secrets(["ccccccc", "dd\udcffd", "eeeeeeeee"])
     # (of equal lengths, the known one first)
     assert _secrets.get() == ("eeeeeeeee", "aa-aa-aa", "ccccccc", "bbbb", "dd\udcffd")
-    from runner._events import decode_output
+    from runner.core.events import decode_output
 
     assert decode_output(b"dd\xffd bbbb") == "*** bbbb"  # bytes forms merged too
     add_secrets(["ff\udcfeff"])
@@ -261,8 +262,8 @@ def test_many_secrets_and_many_renders_scrub_in_linear_time() -> None:
     for a loaded machine; they catch an addition or a scrub gone quadratic."""
     import time
 
-    from runner._events import decode_output
-    from runner._inputs import secret_text_forms
+    from runner.core.events import decode_output
+    from runner.core.redaction import secret_text_forms
 
     words = [secret_text_forms(f"render-{index:05d}-word\n") for index in range(2000)]
     started = time.perf_counter()
@@ -279,7 +280,7 @@ def test_many_secrets_and_many_renders_scrub_in_linear_time() -> None:
 
 
 def test_only_surrogates_that_surrogateescape_makes_are_escaped_bytes() -> None:
-    from runner._inputs import _has_escaped_bytes
+    from runner.core.redaction import _has_escaped_bytes
 
     assert [_has_escaped_bytes(t) for t in ("a\udc80", "\udcffb", "\udc7f", "\udd00")] == [
         True,

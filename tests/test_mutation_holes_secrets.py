@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from runner._errors import SessionInputError
 from runner.config.secrets import MAX_SECRET_BYTES, SECRETS_INPUT_ID, secrets_input_class
+from runner.core.errors import SessionInputError
 
 
 def provide(specs, config_dir):

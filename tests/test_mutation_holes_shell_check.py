@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.config.shell_check import Finding, check_script
+from runner.config.shell.checker import Finding, check_script
 
 SENTINELS = ["'RVtx0'", "'RVtx1'"]
 

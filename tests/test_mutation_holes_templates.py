@@ -489,8 +489,8 @@ def test_text_templates_are_guarded_too_unless_options_are_off() -> None:
 
 
 def test_a_rendered_secret_word_is_registered_in_every_form_unless_masked() -> None:
-    from runner._events import _secrets, scrubbed
-    from runner._inputs import secret_text_forms
+    from runner.core.events import _secrets, scrubbed
+    from runner.core.redaction import secret_text_forms
 
     token = _secrets.set(())
     try:

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 import runner as agents
-from runner._events import listen
 from runner.config.steps import StepFailedError
+from runner.core.events import listen
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import pytest
 
 import runner as agents
-from runner._run import run_many
+from runner.cli.running import run_many
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).parent.parent

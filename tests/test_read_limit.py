@@ -19,7 +19,7 @@ import tracemalloc
 import pytest
 
 import runner as agents
-from runner._turns import PreparedCall, run_tool
+from runner.models.turns import PreparedCall, run_tool
 from runner.sandboxes.base import FileTooLargeError
 
 pytestmark = pytest.mark.anyio

@@ -265,8 +265,8 @@ def test_a_secret_that_is_not_utf8_is_masked_as_bytes(tmp_path) -> None:
 def test_the_forms_of_a_bytes_secret_are_its_bytes_forms(secret) -> None:
     """In-process: what bash prints of a non-UTF-8 value, masked by the forms the
     runner computes from its surrogate-escaped text."""
-    from runner._events import _secrets, add_secrets, decode_output
-    from runner._inputs import scrub, secret_text_forms
+    from runner.core.events import _secrets, add_secrets, decode_output
+    from runner.core.redaction import scrub, secret_text_forms
 
     text = secret.decode("utf-8", "surrogateescape")
     printed = subprocess.run(

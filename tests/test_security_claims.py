@@ -269,7 +269,7 @@ async def test_the_api_key_travels_only_in_the_authorization_header(
 ) -> None:
     from chat_server import ChatServer, assistant, error
 
-    from runner._chat_completions import model_for
+    from runner.models.chat_completions import model_for
 
     key = "sk-test-" + os.urandom(12).hex()
     monkeypatch.setenv(variable, key)

@@ -16,7 +16,7 @@ import pytest
 from conftest import RUNNER_CLI
 from serve_process import TOKEN, Server, sse_events, wait_status
 
-from runner._events import events_schema
+from runner.core.events import events_schema
 
 SECRET_INPUT = "canary-input-5f3a9c1e7b"
 SECRET_ENV = "canary-env-8d2b6e4f0a"

@@ -26,7 +26,7 @@ import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
 from serve_process import Server, lines, wait_for, wait_status
 
-from runner.sandboxes.docker import LABEL_DURABLE
+from runner.sandboxes.docker.environment import LABEL_DURABLE
 
 pytestmark = pytest.mark.docker
 

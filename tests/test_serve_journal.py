@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import runner
-from runner._events import add_secrets
-from runner._model import ModelReply, ToolCall
-from runner.serve._journal import JournaledModel, JournaledSandbox, ReplayMismatchError
-from runner.serve._store import TURN, SqliteStore
+from runner.core.events import add_secrets
+from runner.models.protocol import ModelReply, ToolCall
+from runner.serve.journal import JournaledModel, JournaledSandbox, ReplayMismatchError
+from runner.serve.store.base import TURN, SqliteStore
 
 pytestmark = [
     pytest.mark.anyio,

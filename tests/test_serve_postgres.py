@@ -23,8 +23,8 @@ import psycopg
 import pytest
 from serve_process import Server, lines, processes_with_home, wait_for, wait_status
 
-from runner.serve._postgres import PostgresStore, lock_key, redacted
-from runner.serve._store import SqliteStore, StoreError
+from runner.serve.store.base import SqliteStore, StoreError
+from runner.serve.store.postgres import PostgresStore, lock_key, redacted
 
 BLOCK = "touch {flag}; echo $$ > {flag}.pid; while [ ! -f {go} ]; do sleep 0.05; done"
 
@@ -226,7 +226,7 @@ def test_a_session_is_claimed_by_one_store_at_a_time(postgres_dsn: str) -> None:
 
 HOLDER = """
 import sys, time
-from runner.serve._postgres import PostgresStore
+from runner.serve.store.postgres import PostgresStore
 store = PostgresStore(sys.argv[1])
 assert store.claim("sess_held")
 print("claimed", flush=True)

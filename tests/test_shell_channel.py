@@ -1,4 +1,4 @@
-"""The exec channel's POSIX-shell helper (``_exec_helper.sh``), against the Python one.
+"""The exec channel's POSIX-shell helper (``helpers/exec_helper.sh``), against the Python one.
 
 The shell helper serves images without a usable python3 (busybox, Alpine,
 ``python3-minimal``).  It must behave exactly as the Python helper does, so
@@ -386,7 +386,7 @@ def test_a_line_without_the_token_ends_the_shell_helper(docker_client) -> None:
     other first field (no token, a wrong one) ends it before anything runs."""
     from conftest import TEST_IMAGE_BUSYBOX
 
-    from runner.sandboxes._exec_channel import helper_source
+    from runner.sandboxes.docker.channel import helper_source
 
     container = docker_client.containers.run(
         TEST_IMAGE_BUSYBOX, ["sleep", "120"], detach=True, network_mode="none"
@@ -397,7 +397,7 @@ def test_a_line_without_the_token_ends_the_shell_helper(docker_client) -> None:
             line = token + b" exec 9 - 0 0 3\n1\n/\n1\nsh\n1\ntouch /ran\n"
             exec_id = docker_client.api.exec_create(
                 container.id,
-                ["sh", "-c", helper_source("_exec_helper.sh")],
+                ["sh", "-c", helper_source("exec_helper.sh")],
                 stdin=True,
                 user="0:0",
             )["Id"]

@@ -1,6 +1,6 @@
 """The agent traces the shell helper's user-side file processes (ptrace).
 
-For each read_file and write_file the shell helper (``_exec_helper.sh``)
+For each read_file and write_file the shell helper (``helpers/exec_helper.sh``)
 runs a small script as the sandbox user, the agent's own uid: the agent may
 ptrace it, inject a fork, and keep writing through the descriptors a stopped
 child of it holds.  Those descriptors are FIFOs that root copies from with a

@@ -20,22 +20,22 @@ import pytest
 from conftest import RUNNER_CLI, SCOPE_LABELS, TEST_IMAGE
 
 import runner as agents
-from runner._cache import SnapshotError, cached_prefix, snapshots_disabled
-from runner._events import listen
 from runner.config import ConfigError, load_file
 from runner.config.compiler import compile_document
-from runner.sandboxes._snapshots import (
+from runner.core.events import listen
+from runner.core.snapshot_keys import SnapshotError, cached_prefix, snapshots_disabled
+from runner.sandboxes.docker.environment import (
+    LABEL_EXPIRES,
+    LABEL_OWNER_PID,
+    LABEL_SESSION,
+    LocalDockerSandbox,
+)
+from runner.sandboxes.docker.snapshots import (
     LABEL_SNAPSHOT,
     LABEL_SNAPSHOT_CREATED,
     LABEL_SNAPSHOT_SOURCE,
     SNAPSHOT_MAX_AGE_SECONDS,
     collect_snapshots,
-)
-from runner.sandboxes.docker import (
-    LABEL_EXPIRES,
-    LABEL_OWNER_PID,
-    LABEL_SESSION,
-    LocalDockerSandbox,
 )
 from runner.sandboxes.local import DangerousLocalWarning
 
@@ -610,7 +610,7 @@ def test_snapshot_keys_do_not_depend_on_the_session(tmp_path: Path) -> None:
 
 
 def test_no_cache_context_is_scoped() -> None:
-    from runner._cache import snapshots_enabled
+    from runner.core.snapshot_keys import snapshots_enabled
 
     with snapshots_disabled():
         assert not snapshots_enabled()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import RUNNER_CLI
 
-from runner._progress import ProgressPrinter, terminal_safe
+from runner.core.progress import ProgressPrinter, terminal_safe
 
 FAKE = "    [1] tests passed ok"
 

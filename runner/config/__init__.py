@@ -14,7 +14,7 @@ from .errors import ConfigError, ConfigProblem
 from .yaml_loader import load_file
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..engine.agent import Agent
 
 
 def compile_file(

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._errors import AgentsError
-from .._hooks import SandboxHook
-from .._inputs import SessionInput
-from .._network import Network
+from ..core.errors import AgentsError
+from ..core.hooks import SandboxHook
+from ..core.network import Network
+from ..engine.inputs import SessionInput
 from .errors import ConfigError, ConfigProblem, JsonPath
 from .host_paths import check_relative
 from .steps import (
@@ -314,7 +314,7 @@ class _Compiler:
             # may not go into a variable that changes how the shell runs.
             tainted = {name for name, t in env.items() if t is not None and not t.is_static}
             if tainted:
-                from .shell_rules import is_code_bearing_env
+                from .shell.rules import is_code_bearing_env
             for name in sorted(tainted):
                 if is_code_bearing_env(name):
                     self.problem(
@@ -457,7 +457,7 @@ class _Compiler:
 
     def check_consumers(self, path: JsonPath, names: list[str]) -> None:
         """A shell or an interpreter is never a consumer: it would run the value."""
-        from .shell_rules import is_interpreter
+        from .shell.rules import is_interpreter
 
         for index, name in enumerate(names):
             if is_interpreter(name):
@@ -593,7 +593,7 @@ class _Compiler:
             )
             return None
         network = network_spec
-        from ..sandboxes.docker import DEFAULT_CPUS, LocalDockerSandbox
+        from ..sandboxes.docker.environment import DEFAULT_CPUS, LocalDockerSandbox
 
         options = {
             "image": spec.get("image"),
@@ -646,7 +646,7 @@ class _Compiler:
             return None
 
     def compile(self) -> CompiledConfig | None:
-        from .._agent import Agent
+        from ..engine.agent import Agent
 
         self.compile_secrets()
         self.compile_inputs()
@@ -710,7 +710,7 @@ def _remote_ref(schema: Any, path: JsonPath = ()) -> JsonPath | None:
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
-    from .._inputs import _with_defaults
+    from ..engine.inputs import _with_defaults
 
     return _with_defaults(schema, {})
 

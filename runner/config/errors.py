@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._errors import AgentsError
+from ..core.errors import AgentsError
 
 JsonPath = tuple[str | int, ...]
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from .._errors import AgentsError
+from ..core.errors import AgentsError
 
 
 class HostPathError(AgentsError):

@@ -23,8 +23,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import SessionInputError
-from .._inputs import closest
+from ..core.errors import SessionInputError
+from ..engine.inputs import closest
 from .compiler import DeclaredInput
 from .errors import ConfigError
 from .host_paths import read_regular_file

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._dependencies import resolve_inputs
-from .._hooks import SandboxHook
-from .._progress import terminal_safe
+from ..core.hooks import SandboxHook
+from ..core.progress import terminal_safe
+from ..engine.dependencies import resolve_inputs
 from ..pattern.sandbox_hook import GitIdentity
 from .compiler import CompiledConfig
 from .steps import StepsHook

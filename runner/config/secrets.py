@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._errors import SessionInputError
-from .._inputs import SessionInput
+from ..core.errors import SessionInputError
+from ..engine.inputs import SessionInput
 from .host_paths import HostPathError, read_regular_file, resolve_inside
 
 #: A secret file larger than this is refused (a key or a token, not a disk image).

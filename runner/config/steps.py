@@ -19,11 +19,12 @@ from typing import Annotated, Any
 
 import anyio
 
-from .._dependencies import Depends
-from .._errors import AgentsError
-from .._events import emit, scrubbed
-from .._hooks import SandboxCallbackContext, SandboxHook
-from .._inputs import MASK, SessionInput, scrub, secret_strings
+from ..core.errors import AgentsError
+from ..core.events import emit, scrubbed
+from ..core.hooks import SandboxCallbackContext, SandboxHook
+from ..core.redaction import MASK, scrub
+from ..engine.dependencies import Depends
+from ..engine.inputs import SessionInput, secret_strings
 from .host_paths import resolve_inside
 from .templates import MASKED_CONTEXT, Fields, Template, UnsafeTemplateError
 

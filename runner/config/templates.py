@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes, pass_context
 from jinja2.sandbox import SandboxedEnvironment
 
-from .._errors import AgentsError
-from .._inputs import OPTION_STARTS
+from ..core.errors import AgentsError
+from ..engine.inputs import OPTION_STARTS
 
 #: Names every template may use besides the declared input aliases.
 BUILTIN_NAMES = frozenset({"inputs", "session"})
@@ -261,8 +261,8 @@ def _guard_filter(as_text: Any) -> Any:
                 "it as an option; the value is not shown"
             )
         if secret and not context.get(MASKED_CONTEXT):
-            from .._events import add_secrets
-            from .._inputs import secret_text_forms
+            from ..core.events import add_secrets
+            from ..core.redaction import secret_text_forms
 
             add_secrets(secret_text_forms(text))
         return value
@@ -457,7 +457,7 @@ def _refuse_unsafe(
     shell: str | None = None,
     consumers: Collection[str] | None = None,
 ) -> None:
-    from .shell_check import check_script
+    from .shell.checker import check_script
 
     findings = check_script(text, sentinels, tainted, shell=shell, consumers=consumers)
     if findings:
@@ -711,7 +711,7 @@ def _shell_problems(
     """The early check of ``runner validate``: every if/for combination, parsed."""
     from functools import partial
 
-    from .shell_check import check_script as check
+    from .shell.checker import check_script as check
 
     check_script = partial(check, shell=shell_name, consumers=consumers)
     if tree is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from .._hooks import SandboxCallbackContext, SandboxHook
+from ..core.hooks import SandboxCallbackContext, SandboxHook
 
 
 class GitIdentity(SandboxHook):

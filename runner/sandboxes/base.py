@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from .._hooks import SandboxHook
+from ..core.hooks import SandboxHook
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -237,7 +237,7 @@ class SandboxEnvironment(abc.ABC):
     creates_sandbox: bool = True
     backend: str = ""
     #: Whether sessions can start from a snapshot of their cached hooks'
-    #: ``on_create`` (Docker can: it commits the container; see ``_cache``).
+    #: ``on_create`` (Docker can: it commits the container; see ``core.snapshot_keys``).
     can_snapshot: bool = False
     #: How long a session's ``on_destroy`` hooks may take together before the
     #: close gives up on them and deletes the sandbox (None: no limit).
@@ -308,7 +308,7 @@ async def run_setup_script(
     Shared by the container backends; the caller deletes the sandbox on failure.
     ``execute`` runs it instead of ``sandbox.execute`` (Docker runs it as root).
     """
-    from .._errors import SandboxSetupError
+    from ..core.errors import SandboxSetupError
 
     result = await (execute or sandbox.execute)(script, timeout_seconds=timeout)
     if result.exit_code != 0:

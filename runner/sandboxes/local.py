@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
-from .._events import decode_output
+from ..core.events import decode_output
 from .base import (
     MAX_FILE_BYTES,
     READ_LIMIT,
@@ -54,7 +54,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from .._hooks import SandboxHook
+    from ..core.hooks import SandboxHook
 
 #: Host variables a local command inherits; everything else is left out.
 INHERITED_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")

@@ -81,8 +81,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import MissingExtraError, SandboxUnavailableError, SandboxUnreachableError
-from .._network import Network
+from ..core.errors import MissingExtraError, SandboxUnavailableError, SandboxUnreachableError
+from ..core.network import Network
 from .base import (
     READ_LIMIT,
     TIMEOUT_EXIT_CODE,
@@ -96,7 +96,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from .._hooks import SandboxHook
+    from ..core.hooks import SandboxHook
 
 TOKEN_VARIABLE = "KOYEB_API_TOKEN"
 BLOCKING_REGION = "nl-north-1"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .base import Sandbox, SandboxEnvironment
 
 if TYPE_CHECKING:
-    from .._hooks import SandboxHook
+    from ..core.hooks import SandboxHook
 
 
 class NoSandbox(SandboxEnvironment):

@@ -1,0 +1,153 @@
+"""Secret redaction: every form a secret may be printed in, and scrubbing.
+
+A secret is printed in more spellings than its own: shell-quoted, JSON- and
+URL-encoded, with bash's backslashes, as ANSI-C, without its newline, and
+as tools print bytes that are not UTF-8.  The event bus (``core.events``)
+scrubs every form of every registered secret from what it passes on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+
+MASK = "***"
+
+
+def secret_text_forms(text: str) -> set[str]:
+    """Every form of ``text`` and of ``text`` without its leading and trailing
+    whitespace (a tool that trims a secret's newline, ``tr -d '\\n'`` or
+    ``head -c``, prints that), each as :func:`secret_forms` and, for text that
+    holds bytes that are not UTF-8, as tools print those bytes.  Empty for a
+    text shorter than 3 characters."""
+    found: set[str] = set()
+    for each in {text, text.strip()}:
+        if len(each) >= 3:
+            found.update(secret_forms(each))
+            found.update(_undecodable_forms(each))
+    return found
+
+
+def _undecodable_forms(text: str) -> set[str]:
+    """The forms tools print of a text whose bytes are not UTF-8 (surrogate-escaped,
+    as Python reads such an environment variable or file): ``$'...'`` and base64
+    of the original bytes (:func:`secret_forms` takes the surrogates' own code
+    points there).  Empty for any other text."""
+    if not _has_escaped_bytes(text):
+        return set()
+    import base64
+
+    raw = _original_bytes(text)
+    b64 = base64.b64encode(raw).decode("ascii")
+    return {
+        *(
+            "".join(
+                f"\\{ord(c) - 0xDC00:03o}" if "\udc80" <= c <= "\udcff" else _ansi_c(c, utf8=utf8)
+                for c in text
+            )
+            for utf8 in (True, False)
+        ),
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+    }
+
+
+def secret_bytes_forms(forms: Iterable[str]) -> list[bytes]:
+    """The bytes of each of ``forms`` that is not UTF-8 (it holds surrogate-escaped
+    bytes), longest first: command output must be scrubbed of those before it is
+    decoded, since decoding turns them into U+FFFD and the text forms no longer
+    match.  A UTF-8 form decodes unchanged and is scrubbed as text."""
+    found = {_original_bytes(form) for form in forms if _has_escaped_bytes(form)}
+    return sorted(found, key=len, reverse=True)
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _has_escaped_bytes(text: str) -> bool:
+    """Does ``text`` hold bytes that were not UTF-8 (as surrogateescape decodes them)?"""
+    return not text.isascii() and _ESCAPED_BYTE.search(text) is not None
+
+
+#: What bash's ``printf %q`` puts a backslash before (its ``bstab`` table).
+_BASH_BACKSLASHED = frozenset(" \t\n!\"$&'()*,;<>?[\\]^`{|}")
+_ANSI_C_ESCAPES = {
+    **{c: "\\" + e for c, e in zip("\a\b\t\n\v\f\r\x1b", "abtnvfrE", strict=True)},
+    "\\": "\\\\",
+    "'": "\\'",
+}
+#: Unicode categories glibc's iswprint refuses in a UTF-8 locale.
+_UNPRINTABLE = ("Cc", "Cs", "Cn", "Zl", "Zp")
+
+
+def secret_forms(text: str) -> set[str]:
+    """``text`` as shells and common tools print it, each without its quotes.
+
+    A secret must not leak through the way a tool escapes it: bash's ``set -x``
+    (``'it'\\''s'`` or ``$'a\\tb'``), ``printf %q`` (``a\\ b``), ``declare -p``
+    (``"a\\$b"``), JSON, Python's ``repr``, ``shlex.quote``, URL encoding and
+    base64.  Each is computed character by character, so it also matches the
+    secret inside a longer quoted word.  ``$'...'`` comes in two spellings:
+    non-ASCII characters kept (a UTF-8 locale) or as octal bytes (the C locale).
+    """
+    import base64
+    from urllib.parse import quote
+
+    raw = text.encode("utf-8", errors="surrogatepass")
+    b64 = base64.b64encode(raw).decode("ascii")
+    # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
+    # backslash too, which leaves this form a substring of the printed word.
+    backslashed = "".join("\\" + c if c in _BASH_BACKSLASHED else c for c in text)
+    return {
+        text,
+        text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
+        text.replace("'", "'\\''"),  # bash's single quoting (set -x, ${x@Q})
+        "".join("\\" + c if c in '\\"$`' else c for c in text),  # declare -p
+        backslashed.replace(":~", ":\\~").replace("=~", "=\\~"),  # printf %q
+        _ansi_c(text, utf8=True),
+        _ansi_c(text, utf8=False),
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
+        repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
+        quote(_original_bytes(text), safe=""),
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+    }
+
+
+def _original_bytes(text: str) -> bytes:
+    """The bytes ``text`` was decoded from: an environment variable that is not
+    UTF-8 reaches Python with its bytes as lone surrogates (surrogateescape),
+    and tools print those bytes, not the surrogates."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no byte decodes to
+        return text.encode("utf-8", errors="surrogatepass")
+
+
+def _ansi_c(text: str, *, utf8: bool) -> str:
+    """The inside of bash's ``$'...'`` quoting: named escapes, else octal bytes for
+    what the locale cannot print (in a UTF-8 locale, what glibc's iswprint refuses)."""
+    from unicodedata import category
+
+    out = []
+    for c in text:
+        printable = c.isprintable() if c.isascii() else utf8 and category(c) not in _UNPRINTABLE
+        if c in _ANSI_C_ESCAPES:
+            out.append(_ANSI_C_ESCAPES[c])
+        elif printable:
+            out.append(c)
+        else:
+            out.extend(f"\\{b:03o}" for b in c.encode("utf-8", errors="surrogatepass"))
+    return "".join(out)
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text

@@ -1,0 +1,217 @@
+"""The journal on PostgreSQL: many servers share the sessions, one runs each.
+
+``runner serve --db postgresql://...`` (psycopg 3, in the ``serve`` extra).
+The tables and queries are :class:`~._store.Store`'s, the same as on SQLite.
+
+Who runs a session is PostgreSQL's to say, not a lease we keep: a server
+holds a session-level advisory lock (``pg_try_advisory_lock``) on every
+session it runs, on one connection kept open for that.  The lock lives as
+long as that connection: a server that dies (SIGKILL, OOM, a crashed
+machine once PostgreSQL notices the connection is gone) loses all its locks
+at once, and another server's next look (``Sessions.watch_claims``) takes the
+sessions over.  No heartbeat, no expiry to tune, no clock to trust.  A
+server that loses that connection while alive (the database restarted, the
+network broke) can no longer prove it owns anything: it stops (see
+:meth:`PostgresStore.check_alive`) rather than run sessions another server
+may be taking over.
+
+Advisory locks are per database: give ``runner serve`` a database of its
+own (``createdb runner``), so another application's locks cannot collide
+with a session's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import select
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .base import SCHEMA, Store, StoreError
+
+_SCHEMA_LOCK = int.from_bytes(
+    hashlib.sha256(b"runner serve: schema").digest()[:8], "big", signed=True
+)
+
+
+def lock_key(session_id: str) -> int:
+    """The advisory lock of a session: 64 bits of a hash of its id."""
+    return int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:8], "big", signed=True)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for the log (``postgresql://u:***@h/db``)."""
+    return re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def _placeholders(sql: str) -> str:
+    """The store's ``?`` placeholders as psycopg's ``%s``."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresStore(Store):
+    """Sessions in a PostgreSQL database that any number of servers share."""
+
+    exclusive = False
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                "--db postgresql://... needs psycopg: pip install 'sandbox-runner[serve]'"
+            ) from None
+        self.where = redacted(url)
+        self._error = psycopg.Error
+        # Unique per server process, unlike its address (two machines may both
+        # listen on 127.0.0.1:8000 behind their proxies).
+        self.server_id = f"{socket.gethostname()}/{os.getpid()}/{os.urandom(6).hex()}"
+        # TCP keep-alives (ignored on a unix socket): a dead network is noticed
+        # in about 30 s, not at the system default of two hours.
+        options: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": 10,
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
+        try:
+            # Named with the process id, for pg_stat_activity.
+            self._db = psycopg.connect(
+                url, application_name=f"runner serve {os.getpid()}", **options
+            )
+            # Its own connection: the locks live exactly as long as it does.
+            self._claims = psycopg.connect(
+                url, application_name=f"runner serve {os.getpid()} claims", **options
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the database {self.where}: {exc}") from None
+        self._lock = threading.Lock()
+        self._claims_lock = threading.Lock()
+        self._claimed: set[str] = set()
+        with self._lock, self._db.transaction():
+            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('id', %s) ON CONFLICT DO NOTHING",
+                (f"serve-{os.urandom(8).hex()}",),
+            )
+        # Shared by every server of this database: the owner of its durable containers.
+        ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        with self._claims_lock:
+            self._claims.close()  # every claim this server held lapses here
+            self._claimed.clear()
+
+    @contextlib.contextmanager
+    def _database(self) -> Iterator[Any]:
+        """The main connection, under its lock; a database error becomes a
+        ``StoreError`` naming the database (never a raw driver error)."""
+        with self._lock:
+            try:
+                yield self._db
+            except self._error as exc:
+                raise StoreError(f"the database {self.where} failed: {exc}") from exc
+
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
+        with self._database() as db:
+            return db.execute(_placeholders(sql), args).rowcount
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._database() as db:
+            return db.execute(_placeholders(sql), args).fetchall()
+
+    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
+        # One server writes a session's events (its owner), under this lock:
+        # the primary key would refuse a second writer's number anyway.
+        with self._database() as db, db.transaction():
+            ((last,),) = db.execute(_placeholders(sql_last), key).fetchall()
+            db.execute(_placeholders(sql_insert), (*key, last + 1, value))
+        return last + 1
+
+    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._database() as db, db.transaction():
+            for sql, args in statements:
+                db.execute(_placeholders(sql), args)
+
+    # --- who runs which session --------------------------------------------
+
+    def claim(self, session_id: str) -> bool:
+        with self._claims_lock:
+            if session_id in self._claimed:
+                return True
+            try:
+                ((taken,),) = self._claims.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (lock_key(session_id),)
+                ).fetchall()
+            except self._error as exc:
+                raise self._lost(exc) from None
+            if taken:
+                self._claimed.add(session_id)
+            return bool(taken)
+
+    def release(self, session_id: str) -> None:
+        """Never raises: a lock whose connection is gone is released already."""
+        with self._claims_lock:
+            if session_id not in self._claimed:
+                return
+            self._claimed.discard(session_id)
+            with contextlib.suppress(self._error):
+                self._claims.execute("SELECT pg_advisory_unlock(%s)", (lock_key(session_id),))
+
+    def check_alive(self) -> None:
+        """The claims connection answers and still holds every claim (a pooler
+        in front of PostgreSQL could answer from another backend without them)."""
+        with self._claims_lock:
+            try:
+                ((held,),) = self._claims.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND pid = pg_backend_pid() AND granted"
+                ).fetchall()
+            except self._error as exc:
+                raise self._lost(exc) from None
+            if held < len(self._claimed):
+                raise self._lost(f"it holds {held} of this server's {len(self._claimed)} claims")
+
+    def watch_connection(self, on_lost: Callable[[StoreError], None]) -> None:
+        """Call ``on_lost`` (from a thread of its own) as soon as the claims
+        connection ends: PostgreSQL restarted, the backend was terminated, the
+        network broke (TCP keep-alives).  Waiting for the socket to turn
+        readable costs nothing while all is well."""
+
+        def watch() -> None:
+            while True:
+                try:
+                    select.select([self._claims.fileno()], [], [])
+                except (OSError, ValueError, self._error) as exc:  # closed under us
+                    if self._claims.closed:
+                        return  # close(): a clean stop
+                    on_lost(self._lost(exc))
+                    return
+                with self._claims_lock:
+                    if self._claims.closed:
+                        return
+                    try:  # readable: an answer to a claim, a notice, or the end
+                        self._claims.execute("SELECT 1").fetchall()
+                    except self._error as exc:
+                        on_lost(self._lost(exc))
+                        return
+
+        threading.Thread(target=watch, name="runner-serve-claims", daemon=True).start()
+
+    def _lost(self, why: object) -> StoreError:
+        return StoreError(
+            f"lost the connection to {self.where} that holds this server's sessions "
+            f"({why}); another server may take them over, so this one stops"
+        )
