@@ -41,6 +41,8 @@ PAYLOADS = {
     "git": "[alias]\n\tst = !touch CANARY_GIT\n",
     "pwd": "d;touch CANARY_PWD;",
     "args": "sh -c 'touch CANARY_XARGS'",
+    "split-or": "x -o -v a[$(touch${IFS}CANARY_OR)]",
+    "split-printf": "-v a[$(touch${IFS}CANARY_PRINTF)] x",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -164,6 +166,11 @@ FLOWS = [
     ("review5", "find >/dev/null . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ()),
     ("review5", "printf '%s\\n' {{ x.make }} > /dev/../proc/self/cwd/Makefile; make -s", ()),
     ("review5-listed", "json_pp -f eval -t null <<< {{ x.perl }}", ()),
+    # tree-sitter ends a word at a vertical tab or a form feed, bash does not:
+    # bash runs sh f (with X=$'\vtrue'), the parser saw true sh f.  (A
+    # carriage return never gets this far: YAML and Jinja make it a newline.)
+    ("review6", "echo {{ x.v }} > f; X=\vtrue sh f", ()),
+    ("review6", "echo {{ x.v }} > f; X=\ftrue sh f", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
@@ -318,6 +325,25 @@ STRICT_FLOWS = [
     ('X={{ x.v }}; y=(a)#; eval "$X"', ["grep"]),
     ("echo {{ x.v }} > f; cat\\\t#; sh f", ["grep"]),
     ("find >/dev/null . -maxdepth 0 -exec sh -c {{ x.v }} \\;", ["grep"]),
+    # the sixth review: a value read back from a file, a file name or git is
+    # not tainted; test -v, an unquoted test word or printf's format runs it
+    ('echo {{ x.name }} > n; m="$(< n)"; if [ -v "$m" ]; then echo set; fi', ["grep"]),
+    ('echo {{ x.name }} > n; m="$(< n)"; if [[ -v $m ]]; then echo set; fi', ["grep"]),
+    ('echo {{ x.split_or }} > n; v="$(< n)"; if [ -n $v ]; then echo "$v"; fi', ["grep"]),
+    ('echo {{ x.split_printf }} > n; m="$(< n)"; printf $m', ["grep"]),
+    ('echo {{ x.split_or }} > n; { m="$(cat)"; } < n; if [ -n $m ]; then echo "$m"; fi', ["grep"]),
+    (
+        'echo done > {{ x.split_or }}; for f in *; do if [ -n $f ]; then echo "$f"; fi; done',
+        ["grep"],
+    ),
+    (
+        "git init -q r && cd r && git -c user.name=b -c user.email=b@x commit -q --allow-empty"
+        ' -m {{ x.split_or }}; t="$(git log -1 --format=%s)"; if [ -n $t ]; then echo "$t"; fi',
+        ["git"],
+    ),
+    # jobs -x runs a command: followed like a wrapper
+    ("printf '%s\\n' {{ x.make }} > Makefile; jobs -x make -s", ["grep"]),
+    ("T={{ x.cmd }}; export T; jobs -x bash -c 'eval \"$T\"'", ["grep"]),
 ]
 
 
@@ -354,6 +380,18 @@ def test_each_strict_flow_is_a_real_exploit_without_the_check(
         timeout=20,
     )
     assert list(tmp_path.rglob("CANARY*")), f"not an exploit: {source!r}"
+
+
+def test_what_pwd_prints_and_what_zip_reads_carry_a_value() -> None:
+    """The sixth review's last two classes, without a program every machine
+    has: a templated ``cwd:`` (PWD tainted) reaches ``$(pwd)``; ``ZIPOPT``
+    is read by zip as options (``-TT cmd`` runs cmd)."""
+    pwd = 'd="$(basename "$(pwd)")"; if [ -v "$d" ]; then echo set; fi'
+    assert "test-operator" in [f.rule for f in check_script(pwd, [], ("PWD",), consumers=["git"])]
+    refused = check_script('d="$(pwd)"; git log -- "$d"', [], ("PWD",))
+    assert {(f.rule, f.detail) for f in refused} >= {("executor", "git")}
+    (finding,) = check_script("ZIPOPT='RVz0' zip -q o.zip f", ["'RVz0'"], consumers=["zip"])
+    assert (finding.rule, finding.detail) == ("env-name", "ZIPOPT")
 
 
 #: Scripts that write a value to a file and run only programs that do not

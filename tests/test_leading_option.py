@@ -142,7 +142,7 @@ ATTACKS = [
         id="through-inputs",
     ),
     pytest.param(
-        "- run: touch MARK; ls \"$OPT\"\n  env: {OPT: '{{ x.v | trim }}'}\n",
+        "- run: touch MARK; ls \"$CHOICE\"\n  env: {CHOICE: '{{ x.v | trim }}'}\n",
         {"v": " -laZ"},
         "-laZ",
         id="env-value",

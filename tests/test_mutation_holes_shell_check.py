@@ -312,7 +312,17 @@ CASES = [
     ('[ "$(echo {0})" = a ]', (), []),
     ('[ -n "$v" ] && echo {0}', (), []),
     ("[ -v x ] && echo {0}", (), []),
-    ('[ -v "$x" ] && echo {0}', (), []),
+    # $x may hold a value read back from a file (a[$(cmd)] runs): issue 25, review 6
+    ('[ -v "$x" ] && echo {0}', (), [(None, "test-operator", 1, 6, "-v/-R")]),
+    ("[[ -v $x ]] && echo {0}", (), [(None, "test-operator", 1, 7, "-v/-R of a word not fixed")]),
+    ("[ -n $x ] && echo {0}", (), [(None, "split", 1, 6, "$x")]),
+    (
+        'test "$x" "$y" && echo {0}',
+        (),
+        [(None, "test-operator", 1, 6, "a word in an operator's place")],
+    ),
+    ('[ "$x" = "$y" ] && [ ! "$x" ] && [ -n "$x" ] && echo {0}', (), []),
+    ('printf "$x" && echo {0}', (), [(None, "printf-option", 1, 8, "")]),
     ("[[ -v x ]] && echo {0}", (), []),
     ("[[ $x == y ]] && echo {0}", (), []),
     ("[[ $x -lt 3 ]] && echo {0}", (), [(None, "arithmetic", 1, 4, "$x")]),
@@ -389,7 +399,7 @@ def test_a_finding_message_names_the_position_the_detail_the_rule_and_the_fix() 
         "{{ }} an argument of a command that runs another command, or names a shell or "
         "interpreter among its arguments (nice -n) "
         "[wrapper]: call the program directly (command, builtin, env, nohup, nice, setsid, "
-        "time and timeout with a literal duration are followed)"
+        "time, jobs -x and timeout with a literal duration are followed)"
     )
     assert Finding(0, "double-bracket", 1, 1).message == (
         "{{ }} [[ ]], whose operands bash may evaluate as arithmetic [double-bracket]: "

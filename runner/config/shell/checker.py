@@ -123,6 +123,12 @@ _TEST_OPERATORS = frozenset([
     "-t", "-g", "-u", "-k", "-O", "-G", "-N",
 ])
 # fmt: on
+#: test's binary operators (-a and -o left out: after them test reads a new term).
+_BINARY_TEST_OPERATORS = frozenset(
+    {"=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef"}
+)
+#: test's unary operators whose operand is a string or a file (not -v/-R: a name).
+_UNARY_TEST_OPERATORS = _TEST_OPERATORS - _BINARY_TEST_OPERATORS
 #: Statements that keep a command a plain statement (nothing evaluates it).
 _PLAIN_CONTAINERS = frozenset(
     {
@@ -384,6 +390,13 @@ class _Check:
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        if node.type in ("command", "program", "test_command", "concatenation"):
+            # tree-sitter ends a word at \r, \v and \f; bash does not
+            return any(
+                blank in self.source[a.end_byte : b.start_byte]
+                for a, b in zip(node.children, node.children[1:], strict=False)
+                for blank in (b"\r", b"\v", b"\f")
+            )
         return False
 
     def starts_a_word(self, at: int) -> bool:
@@ -428,6 +441,13 @@ class _Check:
             if name is None:
                 return _Command(None, word, words[position + 1 :])
             base = name.rsplit("/", 1)[-1]
+            if base == "jobs" and position + 1 < len(words):
+                option = self.fixed(words[position + 1])
+                if option == "-x":  # jobs -x CMD ARGS runs CMD: judge CMD
+                    position = self.wrapped(words, position + 1, base)
+                    continue
+                if option is None or (option.startswith("-") and "x" in option):
+                    raise _Refused("wrapper", words[position + 1], f"jobs {option or ''}"[:40])
             if base not in FOLLOWED_WRAPPERS:
                 return _Command(base, word, words[position + 1 :])
             position = self.wrapped(words, position, base)
@@ -522,8 +542,17 @@ class _Check:
                         self.refuse("arithmetic", element, self.text(element)[:40])
             elif kind == "unary_expression" and tree.inside(node, ("test_command",)):
                 operator = node.child_by_field_name("operator") or node.children[0]
-                if self.text(operator) in ("-v", "-R") and "[" in self.text(node):
-                    self.refuse("arithmetic", node, self.text(node)[:40])
+                if self.text(operator) in ("-v", "-R"):
+                    operand = node.children[-1]
+                    test = tree.inside(node, ("test_command",))
+                    if "[" in self.text(node):
+                        self.refuse("arithmetic", node, self.text(node)[:40])
+                    elif test.children[0].type != "[[":
+                        pass  # [ -v "$m" ]: test_words refuses it
+                    elif operand is not operator and self.tree.static(operand) is None:
+                        if self.carries(operand):
+                            continue  # the value's own check refuses it
+                        self.refuse("test-operator", operand, "-v/-R of a word not fixed")
             elif kind == "expansion":
                 operators = [c for c in node.children if tree.field(c) == "operator"]
                 texts = [self.text(c) for c in operators]
@@ -536,6 +565,11 @@ class _Check:
             elif kind in ("test_command",) and node.children[0].type == "[[":
                 if self.dialect == "posix":
                     self.refuse("shell-dialect", node, "[[ ]] in sh")
+            elif kind == "test_command" and node.children[0].type == "[":
+                try:
+                    self.bracket_test_construct(node)
+                except _Refused as refused:
+                    self.refuse(refused.rule, refused.node, refused.detail)
             elif kind == "compound_statement" and node.children[0].type == "((":
                 if self.dialect == "posix":
                     self.refuse("shell-dialect", node, "(( )) in sh")
@@ -575,6 +609,14 @@ class _Check:
             and any(s is not None and "[" in s for s in statics)
         ):
             self.refuse("arithmetic", resolved.name_node, "test -v of a subscript")
+        try:
+            if name in ("test", "["):
+                words = arguments[:-1] if name == "[" and statics[-1:] == ["]"] else arguments
+                self.test_words(words, [self.test_static(w) for w in words])
+            elif name == "printf" and not any(self.carries(a) for a in arguments):
+                self.printf(resolved)
+        except _Refused as refused:
+            self.refuse(refused.rule, refused.node, refused.detail)
         if is_executor(name) and not (self.consumers and name in self.consumers):
             source = self.stdin_source(command)
             if source is not None:
@@ -832,7 +874,8 @@ class _Check:
         if kind == "for":
             values = [c for c in node.children if self.tree.field(c) == "value"]
             has_in = any(c.type == "in" for c in node.children)
-            return not has_in or any(self.carries(v) for v in values)
+            # for f in *: a file name may be a value (echo > {{ x }})
+            return not has_in or any(self.carries(v) or self.tree.static(v) is None for v in values)
         if kind in ("arith", "default"):
             return self.carries(node)
         return True
@@ -1173,6 +1216,65 @@ class _Check:
         if non_static and any(self.carries(w) for w in words):
             raise _Refused("option-word", non_static[0], self.text(non_static[0])[:40])
 
+    def test_static(self, node: Any) -> str | None:
+        """A word of a test as ``test`` gets it: operators are fixed words."""
+        if not node.is_named or node.type == "test_operator":
+            return self.text(node)
+        return self.fixed(node)
+
+    def may_split(self, node: Any) -> bool:
+        """Does bash split or glob ``node`` into words the checker cannot count?"""
+        kind = node.type
+        if kind in ("string", "raw_string", "number", "test_operator") or not node.is_named:
+            return False
+        if kind == "word":
+            return self.tree.static(node) is None and not self.carries(node)
+        if kind == "concatenation":
+            return any(self.may_split(child) for child in node.children)
+        return True  # $v, ${v}, $(...), $((...)) unquoted
+
+    def test_words(self, words: list[Any], statics: list[str | None]) -> None:
+        """In a script with values, a test reads every word as bash will: a
+        word not fixed before the script runs (read back from a file, a file
+        name, ``$(pwd)``) must be quoted, may not be the operand of -v/-R
+        (``a[$(cmd)]`` runs), and may stand only where test reads an operand
+        (after a unary operator, beside a binary one, or alone): elsewhere
+        it could be ``-v`` and make the next word a subscript."""
+        # a word that carries a value is judged as one (single_bracket_test)
+        own = [not self.carries(word) for word in words]
+        for word, mine in zip(words, own, strict=True):
+            if mine and self.may_split(word):
+                raise _Refused("split", word, self.text(word)[:40])
+        loose = [at for at, s in enumerate(statics) if s is None and own[at]]
+        if loose and any(s in ("-v", "-R") for s in statics):
+            raise _Refused("test-operator", words[loose[0]], "-v/-R")
+        count = len(statics)
+        for at in loose:
+            if count == 1:
+                continue
+            before = statics[at - 1] if at > 0 else None
+            after = statics[at + 1] if at + 1 < count else None
+            if (
+                before in _UNARY_TEST_OPERATORS
+                or before in _BINARY_TEST_OPERATORS
+                or after in _BINARY_TEST_OPERATORS
+                or (before == "!" and at == count - 1)
+            ):
+                continue
+            raise _Refused("test-operator", words[at], "a word in an operator's place")
+
+    def bracket_test_construct(self, test: Any) -> None:
+        """``[ ... ]`` as tree-sitter files it, flattened back to test's words."""
+        words: list[Any] = []
+        stack = list(reversed(test.children[1:-1]))
+        while stack:
+            node = stack.pop()
+            if node.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+                stack.extend(reversed(node.children))
+            else:
+                words.append(node)
+        self.test_words(words, [self.test_static(w) for w in words])
+
     def single_bracket_test(self, word: Any) -> None:
         """``[ {{ x }} = y ]``: one value; operators from ``_TEST_OPERATORS`` only (no ``-v``)."""
         tree = self.tree
@@ -1439,9 +1541,19 @@ class _Check:
         self.tainted_paths.discard("")
         for device in _DEVICES:
             self.tainted_paths.discard(device)  # /dev/null and the like hold nothing
-        if not self.tainted_paths:
-            return []
         readers = []
+        if self.tainted.keys() & {"PWD", "OLDPWD", "DIRSTACK"}:
+            for command in self.commands:  # cd {{ x }}; d=$(pwd): d holds the value
+                resolved = self.resolve_quietly(command)
+                if resolved is not None and resolved.name in ("pwd", "dirs"):
+                    readers.append(command)
+        if not self.tainted_paths:
+            return readers
+        for node in self.tree.nodes:  # $(< f): bash itself prints the file
+            if node.type == "command_substitution":
+                for redirect in node.named_children:
+                    if redirect.type == "file_redirect" and self.reads_tainted_path(redirect):
+                        readers.append(redirect)
         for command in self.commands:
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name_node is None:
@@ -1451,19 +1563,30 @@ class _Check:
                 self.refuse("file-flow", resolved.name_node, name_text[:40], index=None)
                 continue
             reads = any(self.names_tainted_path(w) for w in resolved.arguments)
-            parent = self.tree.parent(command)
-            if parent is not None and parent.type == "redirected_statement":
-                for redirect in parent.children:
-                    if redirect.type == "file_redirect":
-                        operator = next(
-                            (self.text(c) for c in redirect.children if not c.is_named), ""
-                        )
-                        destination = redirect.child_by_field_name("destination")
-                        if operator in _READING_REDIRECTS and destination is not None:
-                            reads = reads or self.names_tainted_path(destination)
+            node = command  # { m=$(cat); } < f: stdin from any enclosing statement
+            while not reads and self.tree.parent(node) is not None:
+                parent = self.tree.parent(node)
+                if parent.type == "pipeline" and parent.named_children[0].id != node.id:
+                    break  # a later stage reads the pipe
+                node = parent
+                if node.type == "redirected_statement":
+                    reads = any(
+                        r.type == "file_redirect" and self.reads_tainted_path(r)
+                        for r in node.children
+                    )
             if reads and resolved.name is not None:
                 readers.append(command)
         return readers
+
+    def reads_tainted_path(self, redirect: Any) -> bool:
+        """Is ``redirect`` a ``<`` (or ``<>``) from a file a value was written to?"""
+        operator = next((self.text(c) for c in redirect.children if not c.is_named), "")
+        destination = redirect.child_by_field_name("destination")
+        return (
+            operator in _READING_REDIRECTS
+            and destination is not None
+            and self.names_tainted_path(destination)
+        )
 
     def programs_beside_files(self) -> None:
         """Once a value may sit in a file (a redirect wrote one, or a program
@@ -1526,7 +1649,10 @@ class _Check:
         whatever reads its output does too."""
         self.index = None
         try:
-            self.receiver(command, self.resolve(command), "file")
+            if command.type == "command":
+                resolved = self.resolve(command)
+                if resolved.name not in ("pwd", "dirs"):  # they print the directory only
+                    self.receiver(command, resolved, "file")
             self.statement(command, command)
         except _Refused as refused:
             self.refuse(refused.rule, refused.node, refused.detail)

@@ -46,8 +46,8 @@ RULES: dict[str, tuple[str, str]] = {
     "wrapper": (
         "an argument of a command that runs another command, or names a shell or "
         "interpreter among its arguments",
-        "call the program directly (command, builtin, env, nohup, nice, setsid, time "
-        "and timeout with a literal duration are followed)",
+        "call the program directly (command, builtin, env, nohup, nice, setsid, time, "
+        "jobs -x and timeout with a literal duration are followed)",
     ),
     "function": (
         "in a script that defines a function",
@@ -115,8 +115,9 @@ RULES: dict[str, tuple[str, str]] = {
         "name the variable directly",
     ),
     "split": (
-        "an unquoted $( ) whose output bash splits into words and globs again",
-        'quote it: "$(...)"',
+        "an unquoted $( ), variable or glob whose text bash splits into words and "
+        "globs again (in a test, a word could become -v)",
+        'quote it: "$(...)", "$v"',
     ),
     "stdin": (
         "a value reaching a reader the checker cannot follow (>( ), exec with input)",
@@ -625,7 +626,11 @@ _CODE_BEARING_ENV = re.compile(
     r"GCONV_PATH|MANPAGER|MANOPT|GIT|SYSTEMD_.*|DOCKER_.*|PIP_.*|CC|CXX|CPP|LDFLAGS|"
     r"CFLAGS|CXXFLAGS|CPPFLAGS|RUSTC.*|CARGO_.*|GO.*|TAR_OPTIONS|GZIP|BZIP2?|XZ_.*|"
     r"ZSTD_.*|GREP_OPTIONS|SHELL.*|TERMINFO.*|MANPATH|INFOPATH|XDG_CONFIG_.*|"
-    r"CURL_HOME|WGETRC|SUDO_.*|GNUPGHOME|HOME|ZDOTDIR)"
+    r"CURL_HOME|WGETRC|SUDO_.*|GNUPGHOME|HOME|ZDOTDIR|"
+    # found in the sixth review (ZIPOPT -TT runs a command), and their kind:
+    # options, remote shells, helper programs and config files by name
+    r".*OPTS?|.*OPTIONS|.*FLAGS|.*_RSH|RSH|.*_PROG|.*_PROGRAM|.*WGETRC|INPUTRC|.*_RC|"
+    r"TAPE|CVS_.*|RSYNC_.*|OPENSSL_.*|ZIP.*|UNZIP.*|.*_CONF|.*_CONFIG)"
 )
 
 
