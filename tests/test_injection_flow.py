@@ -43,6 +43,8 @@ PAYLOADS = {
     "args": "sh -c 'touch CANARY_XARGS'",
     "split-or": "x -o -v a[$(touch${IFS}CANARY_OR)]",
     "split-printf": "-v a[$(touch${IFS}CANARY_PRINTF)] x",
+    "read-d": "x a[$(touch${IFS}CANARY_READ)]",
+    "glob-name": "za[$(touch CANARY_GLOB)]",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -253,6 +255,8 @@ SAFE_FLOWS = [
     "echo {{ x.v }} > out.txt; cat out.txt",
     "shopt -s nullglob; set -euo pipefail; echo {{ x.v }}",
     '[ "$V" = a ] || echo "$V"',
+    # cd takes a value (bash sets PWD from it; the review-7 fix of a refusal)
+    "mkdir -p -- {{ x.glob_name }}; cd -- {{ x.glob_name }} && pwd && ls",
 ]
 
 
@@ -344,6 +348,14 @@ STRICT_FLOWS = [
     # jobs -x runs a command: followed like a wrapper
     ("printf '%s\\n' {{ x.make }} > Makefile; jobs -x make -s", ["grep"]),
     ("T={{ x.cmd }}; export T; jobs -x bash -c 'eval \"$T\"'", ["grep"]),
+    # the seventh review: read's option words, control blanks around a
+    # redirect, brace expansion around a value
+    ('echo done > {{ x.read_d }}; m="$(echo *)"; read -r -d $m line <<< hello', ["grep"]),
+    ("echo s > out.log; echo done > {{ x.glob_name }}; read -r -d * line <<< hello", ["grep"]),
+    ('read -r line <<<\v {{ x.name }}; echo "$line"', ["grep"]),
+    ("test -v >\f {{ x.name }}", ["grep"]),
+    ("if test {-v,{{ x.name }}}; then echo set; fi", ["grep"]),
+    ("[ -n {x,-o,-v,{{ x.name }}} ] || echo no", ["grep"]),
 ]
 
 

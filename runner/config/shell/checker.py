@@ -101,6 +101,10 @@ _GLOB = re.compile(r"[*?\[]")
 _BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _ESCAPED_TEXT = re.compile(r"\\.", re.S)
 _ESCAPED = re.compile(rb"\\.", re.S)
+#: Nodes inside which bash keeps every byte as it is (quotes, comments, heredocs).
+_QUOTING_NODES = frozenset(
+    {"raw_string", "string", "string_content", "heredoc_body", "heredoc_content", "comment"}
+)
 _PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
 _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
@@ -390,14 +394,19 @@ class _Check:
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
-        if node.type in ("command", "program", "test_command", "concatenation"):
-            # tree-sitter ends a word at \r, \v and \f; bash does not
-            return any(
-                blank in self.source[a.end_byte : b.start_byte]
-                for a, b in zip(node.children, node.children[1:], strict=False)
-                for blank in (b"\r", b"\v", b"\f")
-            )
         return False
+
+    def control_blank(self) -> Any:
+        """A vertical tab, form feed or carriage return outside quotes: tree-sitter
+        skips it as a blank, bash keeps it in a word (``<<<\\v {{ x }}`` makes
+        the value another argument).  The node around the first one, or None."""
+        for match in re.finditer(rb"[\r\v\f]", self.source):
+            node = self.tree.root.descendant_for_byte_range(match.start(), match.end())
+            while node is not None and node.type not in _QUOTING_NODES:
+                node = self.tree.parent(node)
+            if node is None:
+                return self.tree.root.descendant_for_byte_range(match.start(), match.end())
+        return None
 
     def starts_a_word(self, at: int) -> bool:
         r"""Does bash start a word at byte ``at`` (so that a ``#`` there opens a
@@ -655,6 +664,29 @@ class _Check:
             self.refuse("rebinding", resolved.name_node, f"{name} -C")
         elif name == "wait" and any(s is None or (s.startswith("-") and "p" in s) for s in statics):
             self.refuse("name-word", resolved.name_node, "wait -p")
+        elif name == "read":  # read -d $m: bash splits $m into more names (a[$(cmd)])
+            for word in self.option_arguments(arguments, statics, self._OPTION_ARGUMENTS["read"]):
+                if self.fixed(word) is None and not self.carries(word):
+                    self.refuse("option-word", word, self.text(word)[:40])
+
+    @staticmethod
+    def option_arguments(
+        words: list[Any], statics: list[str | None], takes_argument: str
+    ) -> Iterator[Any]:
+        """The words a builtin reads as its options' arguments (``-d X``)."""
+        position = 0
+        while position < len(words):
+            text = statics[position]
+            if text is None or text == "--" or not text.startswith("-") or len(text) < 2:
+                return
+            letters = text[1:]
+            for offset, letter in enumerate(letters):
+                if letter in takes_argument:
+                    if offset + 1 == len(letters) and position + 1 < len(words):
+                        position += 1
+                        yield words[position]
+                    break
+            position += 1
 
     #: Programs whose file arguments are files they write.
     _MAKERS = frozenset({"cp", "mv", "ln", "install", "rsync", "dd", "tee", "sponge", "touch"})
@@ -844,6 +876,8 @@ class _Check:
         for name, node, kind in defs:
             if name not in self.tainted or name in self._READ_DEFAULTS:
                 continue
+            if kind == "read" and node.type == "command" and name in ("PWD", "OLDPWD", "DIRSTACK"):
+                continue  # cd {{ x }}: bash sets them; nothing runs them
             if kind == "assign" and self.tree.field(node) is None:
                 owner = self.tree.parent(node)
                 if name == "IFS" and owner is not None and owner.type == "command":
@@ -1100,6 +1134,8 @@ class _Check:
         parent, field = tree.parent(word), tree.field(word)
         if parent is None:
             raise _Refused("unclassified", node)
+        if self.brace_expands(word):  # test {-v,{{ x }}}: two words, the value after -v
+            raise _Refused("split", word, "brace expansion")
         kind = parent.type
         if kind == "command" and field == "argument":
             self.argument(parent, word)
@@ -1222,11 +1258,23 @@ class _Check:
             return self.text(node)
         return self.fixed(node)
 
+    def brace_expands(self, node: Any) -> bool:
+        """Does bash brace-expand ``node`` into several words (``{-v,x}``)?"""
+        if node.type == "concatenation":
+            text = "".join(self.text(c) if c.type == "word" else "Q" for c in node.children)
+        elif node.type == "word":
+            text = self.text(node)
+        else:
+            return False
+        return _BRACE.search(_ESCAPED_TEXT.sub("", text)) is not None
+
     def may_split(self, node: Any) -> bool:
         """Does bash split or glob ``node`` into words the checker cannot count?"""
         kind = node.type
         if kind in ("string", "raw_string", "number", "test_operator") or not node.is_named:
             return False
+        if self.brace_expands(node):
+            return True
         if kind == "word":
             return self.tree.static(node) is None and not self.carries(node)
         if kind == "concatenation":
@@ -1672,7 +1720,8 @@ class _Check:
         tainted variable, a ``NAME=value cmd`` prefix), no program that runs
         code may run anywhere in the script (in strict mode: unless it is a
         consumer), however its code would name the variable."""
-        exported = set(self.env_tainted)
+        # cd {{ x }}: bash exports the PWD it inherited, and OLDPWD, like a cwd:
+        exported = set(self.env_tainted) | (self.tainted.keys() & {"PWD", "OLDPWD"})
         for node in self.tree.nodes:
             if node.type == "declaration_command" and self.text(node).startswith("export"):
                 for child in node.named_children:
@@ -1709,6 +1758,8 @@ class _Check:
     def run(self) -> list[Finding]:
         has_values = bool(self.sentinels) or bool(self.env_tainted)
         error = next((n for n in self.tree.nodes if self.misparsed(n)), None)
+        if error is None and has_values:
+            error = self.control_blank()
         if error is not None and has_values:
             self.refuse("syntax", error, index=None)
             return self.findings

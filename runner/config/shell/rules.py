@@ -115,8 +115,8 @@ RULES: dict[str, tuple[str, str]] = {
         "name the variable directly",
     ),
     "split": (
-        "an unquoted $( ), variable or glob whose text bash splits into words and "
-        "globs again (in a test, a word could become -v)",
+        "an unquoted $( ), variable, glob or brace expansion whose text bash splits into "
+        "words and globs again (in a test, a word could become -v)",
         'quote it: "$(...)", "$v"',
     ),
     "stdin": (
