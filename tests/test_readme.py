@@ -1,11 +1,13 @@
-"""README.md is run, not only read: every fenced code block in it is checked here.
+"""README.md and the pages of docs/ are run, not only read: every fenced code
+block in them is checked here (issue 31 moved most of README's blocks to
+docs/; they are checked where they now live).
 
-Each block is found with its line number and checked by its language:
+Each block is found with its file and line number and checked by its language:
 
 - shell (``sh``, ``bash``, ``shell``, ``console``): run with bash, every
   command, in a fresh folder holding a copy of ``examples/`` and ``bench/``
   and a ``.venv`` link to this venv, PATH starting with the venv's bin (a user
-  who followed the install steps); exit status 0 unless the README says
+  who followed the install steps); exit status 0 unless the document says
   otherwise.
 - ``yaml``: a runner file (it has ``version:``) goes through the real
   ``runner validate``; a fragment is placed into a minimal runner file where
@@ -28,7 +30,7 @@ A block's checks are tuned by HTML comments on the lines right above it
                                             PGHOST and PGUSER, with an empty database
                                             ``runner``
     <!-- doc-test: creates: FILE... -->     files the block leaves behind, not empty
-    <!-- doc-test: exit: N -->              the exit status the README says it has
+    <!-- doc-test: exit: N -->              the exit status the document says it has
     <!-- doc-test: files: PATH... -->       repository files the YAML file's folder holds
     <!-- doc-test: network: REASON -->      the runner file opens its sandbox's network
     <!-- doc-test: yaml-fragment: PATH -->  the snippet's place in a runner file ("." merges
@@ -66,8 +68,22 @@ from conftest import TEST_IMAGE
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
+#: Pages of docs/ whose blocks are not run, and why.
+NOT_RUN = {
+    "docs/architecture.md": "maintainers' notes on the layers: its command needs the checkout's "
+    ".importlinter (scripts/test runs lint-imports itself) and its tree is a diagram",
+}
+#: Every document whose blocks run: the README, then each page of docs/.
+DOCUMENTS = [
+    README,
+    *sorted(
+        path
+        for path in (ROOT / "docs").glob("*.md")
+        if path.relative_to(ROOT).as_posix() not in NOT_RUN
+    ),
+]
 VENV = Path(sys.prefix)
-#: Copied into every block's fresh folder: the files README's commands name.
+#: Copied into every block's fresh folder: the files the documents' commands name.
 WORKDIR_COPIES = ("examples", "bench")
 
 SHELL = {"sh", "bash", "shell", "console"}
@@ -89,11 +105,12 @@ MARKERS = {
     "continues",
     "python-fragment",
 }
-#: At most this many blocks may be skipped.  Today three: the two installs
-#: that fetch from the package index (scripts/test and scripts/smoke-wheel
-#: make both installs on every run) and the test command itself.  Raise it
-#: only for a command that truly cannot run in a test.
-MAX_SKIPPED = 3
+#: At most this many blocks may be skipped, in all the documents together.
+#: Today two: README's install, which fetches from the package index
+#: (scripts/smoke-wheel installs the built package with pip and pipx on every
+#: run), and the test command itself.  Raise it only for a command that truly
+#: cannot run in a test.
+MAX_SKIPPED = 2
 
 #: A runner file a fragment is placed into: the least the schema requires.
 MINIMAL_RUNNER_FILE: dict[str, Any] = {
@@ -112,6 +129,7 @@ MARKER = re.compile(r"^<!-- doc-test: ([a-z-]+)(?:: (.+?))? -->$")
 class Block:
     """One fenced code block: where it starts, its language, text and markers."""
 
+    file: str  # relative to the repository: README.md, docs/yaml.md, ...
     line: int  # of the opening fence, 1-based
     language: str
     text: str
@@ -119,25 +137,25 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.file}:{self.line}"
 
     def marker_words(self, name: str) -> list[str]:
         return self.markers.get(name, "").split()
 
 
-def markers_above(lines: list[str], fence_index: int) -> dict[str, str]:
+def markers_above(lines: list[str], fence_index: int, file: str) -> dict[str, str]:
     """The ``doc-test`` comments on the lines right above a fence, by name."""
     markers: dict[str, str] = {}
     index = fence_index - 1
     while index >= 0 and (match := MARKER.match(lines[index])):
         name, value = match.groups()
-        assert name not in markers, f"README.md:{index + 1}: a second {name!r} marker"
+        assert name not in markers, f"{file}:{index + 1}: a second {name!r} marker"
         markers[name] = value or ""
         index -= 1
     return markers
 
 
-def read_blocks(text: str) -> list[Block]:
+def read_blocks(text: str, file: str) -> list[Block]:
     """Every fenced block of a Markdown text, in order."""
     lines = text.splitlines()
     blocks = []
@@ -149,15 +167,19 @@ def read_blocks(text: str) -> list[Block]:
             continue
         fence, language = match.groups()
         end = next((i for i in range(index + 1, len(lines)) if lines[i].rstrip() == fence), None)
-        assert end is not None, f"README.md:{index + 1}: the block is never closed"
+        assert end is not None, f"{file}:{index + 1}: the block is never closed"
         body = "".join(line + "\n" for line in lines[index + 1 : end])
-        blocks.append(Block(index + 1, language, body, markers_above(lines, index)))
+        blocks.append(Block(file, index + 1, language, body, markers_above(lines, index, file)))
         index = end + 1
     return blocks
 
 
-README_TEXT = README.read_text(encoding="utf-8")
-BLOCKS = read_blocks(README_TEXT)
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+TEXTS = {relative(path): path.read_text(encoding="utf-8") for path in DOCUMENTS}
+BLOCKS = [block for file, text in TEXTS.items() for block in read_blocks(text, file)]
 
 
 def needs_docker(block: Block) -> bool:
@@ -169,7 +191,9 @@ def program_of(block: Block) -> list[Block]:
     """The python blocks that run together: those it continues, then the block."""
     if "continues" not in block.markers:
         return [block]
-    earlier = [b for b in BLOCKS if b.language == "python" and b.line < block.line]
+    earlier = [
+        b for b in BLOCKS if b.file == block.file and b.language == "python" and b.line < block.line
+    ]
     assert earlier, f"{block.where}: 'continues', but no python block comes before it"
     return [*program_of(earlier[-1]), block]
 
@@ -209,7 +233,8 @@ def block_environment(block: Block, chat_server_url: str) -> dict[str, str]:
     env["MISTRAL_SERVER_URL"] = chat_server_url
     env["MISTRAL_API_KEY"] = "doc-test-key"
     if needs_docker(block):
-        env["RUNNER_DOCKER_IMAGE"] = TEST_IMAGE  # what README says to do where nothing is pulled
+        # what docs/events.md says to do where nothing is pulled
+        env["RUNNER_DOCKER_IMAGE"] = TEST_IMAGE
     else:
         env["DOCKER_HOST"] = "unix:///nonexistent/doc-test-has-no-docker.sock"
     return env
@@ -230,7 +255,7 @@ def assert_created(block: Block, workdir: Path) -> None:
 
 
 def runner_command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The installed ``runner`` console script, as the README's reader runs it."""
+    """The installed ``runner`` console script, as the documents' reader runs it."""
     return subprocess.run(
         [str(VENV / "bin" / "runner"), *args], cwd=cwd, capture_output=True, text=True, timeout=60
     )
@@ -257,7 +282,7 @@ def check_shell(block: Block, workdir: Path, env: dict[str, str]) -> None:
     )
     expected = int(block.markers.get("exit", "0"))
     assert result.returncode == expected, (
-        f"{block.where}: exit {result.returncode}, README says {expected}\n"
+        f"{block.where}: exit {result.returncode}, the document says {expected}\n"
         f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
     )
     assert_created(block, workdir)
@@ -265,14 +290,16 @@ def check_shell(block: Block, workdir: Path, env: dict[str, str]) -> None:
 
 # --- python blocks ------------------------------------------------------------
 
-#: Runs the block files named on its command line in one namespace, in order.
-#: Compiled as README.md so tracebacks name README lines.
+#: Runs the block files named on its command line (pairs: the document's
+#: name, the file) in one namespace, in order.  Compiled under the document's
+#: name so tracebacks name its lines.
 PYTHON_HARNESS = """\
 import ast, asyncio, inspect, sys
 
+pairs = zip(sys.argv[1::2], sys.argv[2::2])
 codes = [
-    compile(open(path).read(), "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    for path in sys.argv[1:]
+    compile(open(path).read(), name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    for name, path in pairs
 ]
 namespace = {"__builtins__": __builtins__}
 if not any(code.co_flags & inspect.CO_COROUTINE for code in codes):
@@ -296,21 +323,21 @@ else:
 
 
 def block_source(block: Block) -> str:
-    """The block's text, padded so that its lines keep their README line numbers."""
+    """The block's text, padded so that its lines keep their line numbers."""
     return "\n" * block.line + block.text
 
 
 def check_python(block: Block, workdir: Path, env: dict[str, str]) -> None:
     if "python-fragment" in block.markers:
-        compile(block_source(block), "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        compile(block_source(block), block.file, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         return
     harness = workdir / "readme_harness.py"
     harness.write_text(PYTHON_HARNESS, encoding="utf-8")
     files = []
     for part in program_of(block):
-        file = workdir / f"readme_{part.line}.py"
+        file = workdir / f"block_{part.file.replace('/', '_')}_{part.line}.py"
         file.write_text(block_source(part), encoding="utf-8")
-        files.append(str(file))
+        files += [part.file, str(file)]
     result = subprocess.run(
         [str(VENV / "bin" / "python"), str(harness), *files],
         cwd=workdir,
@@ -402,7 +429,7 @@ def check_yaml(block: Block, workdir: Path, env: dict[str, str]) -> None:
     validate(block.text, workdir, block)
 
 
-#: A pull request title as hostile as README says titles may be.
+#: A pull request title as hostile as docs/github-actions.md says titles may be.
 HOSTILE_TITLE = 'Fix "it" $(touch pwned) `id` ::error::x'
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
@@ -468,7 +495,7 @@ def test_readme_block(
 
 def postgres_environment(server: Any) -> dict[str, str]:
     """libpq's variables for the tests' PostgreSQL server, which gets a fresh
-    database ``runner`` (what the README has its reader create)."""
+    database ``runner`` (what docs/serve.md has its reader create)."""
     import psycopg
 
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
@@ -477,28 +504,43 @@ def postgres_environment(server: Any) -> dict[str, str]:
     return {"PGHOST": str(server.socket_dir), "PGUSER": "runner"}
 
 
-def test_every_block_is_found_and_has_a_known_language() -> None:
-    lines = README_TEXT.splitlines()
+def test_the_documents_are_readme_and_every_docs_page() -> None:
+    assert "README.md" in TEXTS and "docs/yaml.md" in TEXTS and "docs/events.md" in TEXTS
+    assert len(TEXTS) == 1 + len(list((ROOT / "docs").glob("*.md"))) - len(NOT_RUN)
+    assert all((ROOT / name).is_file() for name in NOT_RUN)
+
+
+@pytest.mark.parametrize("file", list(TEXTS))
+def test_every_block_is_found_and_has_a_known_language(file: str) -> None:
+    lines = TEXTS[file].splitlines()
+    blocks = [b for b in BLOCKS if b.file == file]
     fence_lines = [n for n, line in enumerate(lines, 1) if line.lstrip().startswith("```")]
-    assert fence_lines, "no code block found"
     for n in fence_lines:
         assert lines[n - 1].startswith("```"), (
-            f"README.md:{n}: an indented fence; this test reads fences at the line start only"
+            f"{file}:{n}: an indented fence; this test reads fences at the line start only"
         )
-    assert len(fence_lines) == 2 * len(BLOCKS), "a fence the reader did not pair"
-    unknown = [(b.where, b.language) for b in BLOCKS if b.language not in KNOWN_LANGUAGES]
+    assert len(fence_lines) == 2 * len(blocks), "a fence the reader did not pair"
+    unknown = [(b.where, b.language) for b in blocks if b.language not in KNOWN_LANGUAGES]
     assert unknown == [], "give each block a language this test knows how to check"
 
 
-def test_every_marker_is_known_and_sits_on_a_block() -> None:
+def test_the_documents_have_blocks() -> None:
+    assert [b for b in BLOCKS if b.file == "README.md"], "no code block found in README.md"
+    run = [b for b in BLOCKS if b.language not in NOT_EXECUTABLE and "skip" not in b.markers]
+    # README had 15 blocks that ran before issue 31 split it into docs/: none was dropped
+    assert len(run) >= 15, "fewer blocks run than README had before it was split"
+
+
+@pytest.mark.parametrize("file", list(TEXTS))
+def test_every_marker_is_known_and_sits_on_a_block(file: str) -> None:
     marker_lines = [
-        line for line in README_TEXT.splitlines() if line.lstrip().startswith("<!-- doc-test")
+        line for line in TEXTS[file].splitlines() if line.lstrip().startswith("<!-- doc-test")
     ]
     for line in marker_lines:
         match = MARKER.match(line)
         assert match and match[1] in MARKERS, f"not a doc-test marker this test knows: {line}"
-    assert len(marker_lines) == sum(len(b.markers) for b in BLOCKS), (
-        "a doc-test marker that is not on the lines right above a block"
+    assert len(marker_lines) == sum(len(b.markers) for b in BLOCKS if b.file == file), (
+        f"{file}: a doc-test marker that is not on the lines right above a block"
     )
 
 
@@ -511,6 +553,7 @@ def test_skipped_blocks_say_why_and_stay_few() -> None:
 
 def test_ci_runs_the_test_command_readme_gives() -> None:
     (test_block,) = [b for b in BLOCKS if b.text.strip() == "scripts/test"]
+    assert test_block.file == "README.md"
     commands = [
         shlex.split(line)
         for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
@@ -525,12 +568,25 @@ def test_runner_is_the_command_readme_names() -> None:
     assert (VENV / "bin" / "runner").exists()
 
 
-def readme_section(heading: str) -> str:
-    """The text under a ``## `` or ``### `` heading, up to the next heading of its level."""
+def test_the_starter_file_readme_shows_is_what_runner_init_writes(tmp_path: Path) -> None:
+    (shown,) = [
+        b
+        for b in BLOCKS
+        if b.file == "README.md" and b.text.startswith("# yaml-language-server: $schema=./")
+    ]
+    result = runner_command("init", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "runner.yaml").read_text(encoding="utf-8") == shown.text
+
+
+def doc_section(file: str, heading: str) -> str:
+    """The text under a ``## `` or ``### `` heading of a document, up to the next
+    heading of its level."""
+    text = TEXTS[file]
     level = heading.split()[0]
-    start = README_TEXT.index(f"\n{heading}\n")
-    end = README_TEXT.find(f"\n{level} ", start + 1)
-    return README_TEXT[start : end if end != -1 else None]
+    start = text.index(f"\n{heading}\n")
+    end = text.find(f"\n{level} ", start + 1)
+    return text[start : end if end != -1 else None]
 
 
 def test_the_tests_section_names_every_step_of_scripts_test() -> None:
@@ -540,9 +596,10 @@ def test_the_tests_section_names_every_step_of_scripts_test() -> None:
         if not line.lstrip().startswith("#")
     )
     steps = set(re.findall(r"\bscripts/[\w-]+", script))
-    steps |= set(re.findall(r"\.venv/bin/(ruff \w+(?: --\w+)?|pytest)", script))
+    steps |= set(re.findall(r"\.venv/bin/(ruff \w+(?: --\w+)?|pytest|mkdocs \w+)", script))
     assert {"scripts/docker-up", "scripts/smoke-wheel", "ruff check", "pytest"} <= steps
-    section = readme_section("## Tests")
+    assert "mkdocs build" in steps
+    section = doc_section("docs/contributing.md", "## Tests")
     assert [step for step in sorted(steps) if f"`{step}`" not in section] == []
 
 
@@ -551,7 +608,7 @@ def test_the_events_table_lists_every_event_kind() -> None:
     kinds = {entry["properties"]["event"]["const"] for entry in schema["oneOf"]}
     rows = [
         line.split("|")[1]
-        for line in readme_section("### `--json` events").splitlines()
+        for line in doc_section("docs/events.md", "## The events").splitlines()
         if line.startswith("| `")
     ]
     in_table = {name for cell in rows for name in re.findall(r"`([a-z_]+)`", cell)}
