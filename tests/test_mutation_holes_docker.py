@@ -239,12 +239,22 @@ async def test_discard_removes_only_this_session_s_container(docker_backend, doc
         labels={LABEL_SESSION: "sess-mine", LABEL_OWNER_PID: str(os.getpid())},
     )
     try:
-        assert await env.discard(other.container_id, label_session_id="sess-mine") is False
-        assert await env.discard(stranger.id, label_session_id="sess-mine") is False
+        assert (
+            await env.discard({"container_id": other.container_id}, session_id="sess-mine") is False
+        )
+        assert await env.discard({"container_id": stranger.id}, session_id="sess-mine") is False
         docker_client.api.stop(mine.container_id, timeout=0)  # in whatever state
-        assert await env.discard(mine.container_id, label_session_id="sess-mine") is True
-        assert await env.discard(mine.container_id, label_session_id="sess-mine") is False
+        assert (
+            await env.discard({"container_id": mine.container_id}, session_id="sess-mine") is True
+        )
+        assert (
+            await env.discard({"container_id": mine.container_id}, session_id="sess-mine") is False
+        )
         assert ours(docker_client) == sorted([other.container_id, stranger.id])
+        # a record's own label (a pooled container's) is the one compared
+        label = {"container_id": other.container_id, "label_session_id": "sess-other"}
+        assert await env.discard(label, session_id="sess-mine") is True
+        assert await env.discard({}, session_id="sess-mine") is False
     finally:
         for sandbox in (mine, other):
             await sandbox.delete()

@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 import click
 
 from .. import __version__
+from ..sandboxes.registry import BACKENDS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -178,7 +179,7 @@ def _backend_options(function: Any) -> Any:
     )(function)
     function = click.option(
         "--sandbox",
-        type=click.Choice(["none", "local", "docker", "mistral"]),
+        type=click.Choice(list(BACKENDS)),
         help="Run on this sandbox instead of the file's; options it has no use for are ignored.",
     )(function)
     return function

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import warnings
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any
 
 from ..core.errors import AgentsError
 from ..core.hooks import SandboxHook
-from ..core.network import Network
 from ..engine.inputs import SessionInput
+from ..sandboxes.base import COMMON_OPTIONS, OptionError
+from ..sandboxes.registry import backend_class
 from .errors import ConfigError, ConfigProblem, JsonPath
 from .host_paths import check_relative
 from .steps import (
@@ -35,38 +35,6 @@ from .steps import (
 )
 from .templates import InputGuard, Template, compile_template, guard_outputs
 from .yaml_loader import Document
-
-#: Options each backend accepts beyond the common ones.
-COMMON_OPTIONS = {"sandbox", "hooks", "default_exec_timeout_seconds", "ttl_seconds", "shell", "env"}
-BACKEND_OPTIONS = {
-    "none": set(),
-    "local": set(),
-    "docker": {
-        "image",
-        "network",
-        "setup_script",
-        "setup_script_timeout_seconds",
-        "memory",
-        "cpus",
-        "pids_limit",
-        "pool",
-        "workspace_size",
-        "user",
-        "read_only_root",
-        "runtime",
-        "seccomp",
-    },
-    "mistral": {
-        "image",
-        "readiness_timeout_seconds",
-        "network",
-        "setup_script",
-        "setup_script_timeout_seconds",
-        "instance_type",
-        "region",
-        "idle_timeout_seconds",
-    },
-}
 
 
 class DeclaredInput:
@@ -552,24 +520,18 @@ class _Compiler:
     # --- environment and agent ------------------------------------------------
 
     def compile_environment(self, hooks: list[SandboxHook]) -> Any:
-        from ..sandboxes.none import NoSandbox
-
+        """The backend ``sandbox:`` names, built by its own ``from_options``."""
         base: JsonPath = ("agent", "environment")
         spec = dict((self.data.get("agent") or {}).get("environment") or {"sandbox": "none"})
-        backend = spec["sandbox"]
-        allowed = COMMON_OPTIONS | BACKEND_OPTIONS[backend]
+        backend = backend_class(spec["sandbox"])
+        allowed = COMMON_OPTIONS | backend.options
         for key in spec:
             if key not in allowed:
                 self.problem(
-                    (*base, key), f"{key!r} does not apply to sandbox: {backend}", at_key=True
+                    (*base, key),
+                    f"{key!r} does not apply to sandbox: {spec['sandbox']}",
+                    at_key=True,
                 )
-        if backend == "none":
-            if spec.get("hooks"):
-                self.problem(
-                    (*base, "hooks"),
-                    "hooks never run with sandbox: none; choose sandbox: local or docker",
-                )
-            return NoSandbox()
         common = {
             "hooks": hooks,
             "default_exec_timeout_seconds": spec.get("default_exec_timeout_seconds", 30),
@@ -577,72 +539,14 @@ class _Compiler:
             "shell": spec.get("shell"),
             "env": spec.get("env"),
         }
-        if backend == "local":
-            from ..sandboxes.local import DangerousLocalSandbox, DangerousLocalWarning
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DangerousLocalWarning)
-                return DangerousLocalSandbox(**common)
-        network_spec = spec.get("network", "none")
-        if backend == "mistral":
-            return self.compile_mistral(spec, common, network_spec)
-        if isinstance(network_spec, dict):
-            self.problem(
-                (*base, "network"),
-                "docker cannot enforce network: {allow: [...]}; use none or all",
-            )
-            return None
-        network = network_spec
-        from ..sandboxes.docker.environment import DEFAULT_CPUS, LocalDockerSandbox
-
-        options = {
-            "image": spec.get("image"),
-            "network": Network.all() if network == "all" else Network.none(),
-            "setup_script": spec.get("setup_script"),
-            "setup_script_timeout_seconds": spec.get("setup_script_timeout_seconds", 300),
-            "memory": spec.get("memory", "2g"),
-            "cpus": spec.get("cpus", DEFAULT_CPUS),
-            "pids_limit": spec.get("pids_limit", 512),
-            "pool_size": spec.get("pool", 0),
-            "workspace_size": spec.get("workspace_size"),
-            "user": spec.get("user", "sandbox"),
-            "read_only_root": spec.get("read_only_root", False),
-            "runtime": spec.get("runtime"),
-            "seccomp": spec.get("seccomp", "default"),
-        }
-        if "ttl_seconds" not in spec:
-            common.pop("ttl_seconds")
         try:
-            return LocalDockerSandbox(**common, **options)
-        except ValueError as exc:
-            if not self.problems:  # check_cache has already said why, with a position
-                self.problem(base, str(exc))
-            return None
-
-    def compile_mistral(
-        self, spec: Mapping[str, Any], common: dict[str, Any], network_spec: Any
-    ) -> Any:
-        from ..sandboxes.mistral import MistralSandbox
-
-        base: JsonPath = ("agent", "environment")
-        if "shell" in spec:
-            self.problem(
-                (*base, "shell"), "'shell' does not apply to sandbox: mistral", at_key=True
-            )
-            return None
-        if isinstance(network_spec, dict):
-            network = Network.allow(network_spec["allow"])
-        else:
-            network = Network.all() if network_spec == "all" else Network.none()
-        options = {k: v for k, v in common.items() if k != "shell" and v is not None}
-        for key in BACKEND_OPTIONS["mistral"] - {"network"}:
-            if key in spec:
-                options[key] = spec[key]
-        try:
-            return MistralSandbox(network=network, **options)
-        except (TypeError, ValueError) as exc:
-            where = "region" if "region" in str(exc) else "network"
-            self.problem((*base, where if where in spec else "sandbox"), str(exc))
+            return backend.from_options(spec, common)
+        except OptionError as exc:
+            if exc.key is None:  # the environment as a whole
+                if not self.problems:  # check_cache has already said why, with a position
+                    self.problem(base, str(exc))
+                return None
+            self.problem((*base, exc.key), str(exc), at_key=exc.at_key)
             return None
 
     def compile(self) -> CompiledConfig | None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .compiler import BACKEND_OPTIONS, COMMON_OPTIONS
-
-BACKENDS = tuple(BACKEND_OPTIONS)
+from ..sandboxes.base import COMMON_OPTIONS
+from ..sandboxes.registry import BACKENDS, backend_class
 
 
 class OverrideError(ValueError):
@@ -37,7 +36,7 @@ def apply_overrides(
     notes: list[str] = []
     backend = environment.get("sandbox", "none")
     if sandbox is not None and sandbox != backend:
-        allowed = COMMON_OPTIONS | BACKEND_OPTIONS[sandbox]
+        allowed = COMMON_OPTIONS | backend_class(sandbox).options
         if sandbox == "none":
             allowed = allowed - {"hooks"}  # hooks never run without a sandbox
         dropped = sorted(key for key in environment if key not in allowed and key != "sandbox")
@@ -46,7 +45,7 @@ def apply_overrides(
         if dropped:
             notes.append(f"--sandbox {sandbox}: ignoring {', '.join(dropped)} of the file")
     if image is not None:
-        if "image" not in BACKEND_OPTIONS.get(backend, set()):
+        if backend not in BACKENDS or "image" not in backend_class(backend).options:
             raise OverrideError(f"--image applies to sandbox docker or mistral, not {backend}")
         environment["image"] = image
     agent["environment"] = environment

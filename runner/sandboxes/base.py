@@ -155,6 +155,11 @@ class Sandbox(abc.ABC):
         calls it before ``on_destroy`` and after each agent turn."""
         return None
 
+    def record(self) -> dict[str, Any]:
+        """Where this sandbox is, so that another process can find it again
+        (``SandboxEnvironment.reattach``); no secret.  Empty: it cannot be."""
+        return {}
+
     async def fresh_home(self) -> str | None:
         """Point ``HOME`` of every later command at a new, empty directory:
         the lifecycle calls it once the agent's processes are gone, before
@@ -168,6 +173,22 @@ class Sandbox(abc.ABC):
 #: What a ``FileTooLargeError`` says the file is over.
 MAX_FILE_BYTES = "the sandbox's max_file_bytes"
 READ_LIMIT = "the limit of this read"
+
+
+class OptionError(ValueError):
+    """A backend option in YAML that cannot be used: ``key`` names it (None:
+    the environment as a whole); ``at_key`` points at the key, not its value."""
+
+    def __init__(self, key: str | None, message: str, *, at_key: bool = False) -> None:
+        super().__init__(message)
+        self.key = key
+        self.at_key = at_key
+
+
+#: The YAML keys every backend takes (``SandboxEnvironment.options`` adds its own).
+COMMON_OPTIONS = frozenset(
+    {"sandbox", "hooks", "default_exec_timeout_seconds", "ttl_seconds", "shell", "env"}
+)
 
 
 class FileTooLargeError(OSError):
@@ -235,7 +256,13 @@ class SandboxEnvironment(abc.ABC):
     """
 
     creates_sandbox: bool = True
+    #: The name ``sandbox:`` gives this backend in YAML; records carry it too
+    #: (``sandboxes.registry`` maps it back to the class).
     backend: str = ""
+    #: The YAML keys this backend takes besides ``COMMON_OPTIONS``.
+    options: frozenset[str] = frozenset()
+    #: Warm sandboxes kept ready for new sessions (0: none; Docker has a pool).
+    pool_size: int = 0
     #: Whether sessions can start from a snapshot of their cached hooks'
     #: ``on_create`` (Docker can: it commits the container; see ``core.snapshot_keys``).
     can_snapshot: bool = False
@@ -277,6 +304,57 @@ class SandboxEnvironment(abc.ABC):
     def __repr__(self) -> str:
         hooks = ", ".join(type(h).__name__ for h in self.hooks)
         return f"{type(self).__name__}(hooks=[{hooks}])"
+
+    # --- from YAML ---------------------------------------------------------------
+
+    @classmethod
+    def from_options(cls, spec: Mapping[str, Any], common: Mapping[str, Any]) -> SandboxEnvironment:
+        """The environment a YAML ``environment:`` mapping describes.
+
+        ``common`` holds the ``COMMON_OPTIONS`` already read (hooks, timeouts,
+        shell, env); ``spec`` is the whole mapping, for the backend's own keys
+        and defaults.  A bad value raises ``OptionError`` naming its key.
+        """
+        return cls(**common)
+
+    def share_pool(self, source: SandboxEnvironment) -> None:
+        """Take warm sandboxes from ``source``'s pool (the same agent's)."""
+
+    def close_pool(self) -> None:
+        """Remove the pool's idle sandboxes."""
+
+    # --- durability: sandboxes that outlive their process (``runner serve``) -----
+
+    def make_durable(self, owner: str) -> None:
+        """Sandboxes made from now on belong to ``owner`` (a server's database
+        id), not to this process: they survive it, and ``recover`` finds them."""
+
+    async def reattach(self, record: Mapping[str, Any], *, session_id: str) -> Sandbox:
+        """The sandbox ``Sandbox.record()`` described, again, with this
+        environment's settings; ``SandboxUnavailableError`` saying why if it
+        is gone, is another session's, or cannot be used any more."""
+        from ..core.errors import SandboxUnavailableError
+
+        raise SandboxUnavailableError(f"re-attaching a {self.backend} sandbox is not built")
+
+    async def discard(self, record: Mapping[str, Any], *, session_id: str) -> bool:
+        """Delete the sandbox ``record`` names if it is still there and is
+        session ``session_id``'s; True if one was deleted.  No hook runs."""
+        return False
+
+    async def discard_unrecorded(self, session_id: str) -> list[str]:
+        """Delete the sandboxes made for ``session_id`` that were never recorded
+        (the process died while creating one); their ids."""
+        return []
+
+    @classmethod
+    async def recover(
+        cls, records: Sequence[Mapping[str, Any]], *, owner: str, sessions: set[str] | None
+    ) -> list[str]:
+        """Before a restarted server resumes: end what the stopped one left
+        running of ``owner``'s sandboxes (for ``sessions``; None: all of the
+        owner's) except what ``records`` keep.  Says what was ended."""
+        return []
 
     # --- snapshots (backends with ``can_snapshot``) ------------------------------
 

@@ -34,11 +34,13 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from ..core.events import decode_output
 from .base import (
@@ -99,18 +101,61 @@ class DangerousLocalSandbox(SandboxEnvironment):
             stacklevel=2,
         )
 
+    @classmethod
+    def from_options(
+        cls, spec: Mapping[str, Any], common: Mapping[str, Any]
+    ) -> DangerousLocalSandbox:
+        """A YAML file that says ``sandbox: local`` chose it: no warning here
+        (the CLI says it once, when the file did not choose it)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DangerousLocalWarning)
+            return cls(**common)
+
+    async def reattach(self, record: Mapping[str, Any], *, session_id: str) -> LocalSandbox:
+        from ..core.errors import SandboxUnavailableError
+
+        root = Path(str(record.get("root") or ""))
+        if not record.get("root") or not (root / "workspace").is_dir():
+            raise SandboxUnavailableError(f"workspace {root / 'workspace'} no longer exists")
+        return self._sandbox(root, session_id)
+
+    async def discard(self, record: Mapping[str, Any], *, session_id: str) -> bool:
+        root = record.get("root")
+        if not root or not Path(root).is_dir():
+            return False
+        await anyio.to_thread.run_sync(partial(shutil.rmtree, root, ignore_errors=True))
+        return True
+
+    @classmethod
+    async def recover(
+        cls, records: Sequence[Mapping[str, Any]], *, owner: str, sessions: set[str] | None
+    ) -> list[str]:
+        roots = [Path(r["root"]) for r in records if r.get("root")]
+        if not roots:
+            return []
+        killed = await anyio.to_thread.run_sync(kill_left_running, roots)
+        if not killed:
+            return []
+        return [
+            f"killed {len(killed)} process(es) the stopped server's commands left running: "
+            + ", ".join(map(str, killed))
+        ]
+
+    def _sandbox(self, root: Path, session_id: str) -> LocalSandbox:
+        return LocalSandbox(
+            root=root,
+            session_id=session_id,
+            shell=self.shell,
+            env=self.env,
+            default_exec_timeout_seconds=self.default_exec_timeout_seconds,
+        )
+
     async def create(self, *, session_id: str, expires_at: float | None) -> LocalSandbox:
         root = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=self.temp_dir))
         try:
             for name in ("workspace", "home", "tmp"):
                 (root / name).mkdir(mode=0o700)
-            return LocalSandbox(
-                root=root,
-                session_id=session_id,
-                shell=self.shell,
-                env=self.env,
-                default_exec_timeout_seconds=self.default_exec_timeout_seconds,
-            )
+            return self._sandbox(root, session_id)
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
@@ -140,6 +185,9 @@ class LocalSandbox(Sandbox):
         self._process_groups: set[int] = set()
         #: Every read_file/write_file path is opened relative to this descriptor.
         self._workspace_fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def record(self) -> dict[str, Any]:
+        return {"root": str(self.root)}
 
     def _path(self, path: str) -> Path:
         """Map a sandbox path to a host path inside the workspace, or refuse it."""
@@ -389,3 +437,45 @@ def _remove_tree(root: Path) -> None:
         shutil.rmtree(root, onexc=make_writable_and_retry)
     else:
         shutil.rmtree(root, onerror=make_writable_and_retry)
+
+
+def kill_left_running(roots: list[Path]) -> list[int]:
+    """Kill the commands a stopped server left running in the local sandboxes
+    at ``roots``; return the processes found.
+
+    ``LocalSandbox`` keeps the process groups of its commands in memory only,
+    so after a SIGKILL they are found again by what every command of the
+    sandbox gets and its children inherit: ``HOME`` set to the sandbox's
+    ``home/`` (Linux ``/proc``; only this user's processes can be read; on a
+    system without ``/proc`` nothing is found).  A group whose leader is such
+    a process (each command starts its own) is killed whole, any other match
+    alone; never this server's own group.  The cut-off step (or a turn's
+    cut-off tool call) then runs again, with nothing of the first run left.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    homes = {
+        f"HOME={prefix}{os.sep}home".encode()
+        for root in roots
+        for prefix in (str(root), os.path.realpath(root))
+    }
+    found: set[int] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = set((entry / "environ").read_bytes().split(b"\0"))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if homes & environ:
+            found.add(int(entry.name))
+    ours = os.getpgrp()
+    for pid in sorted(found):
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group in found and group != ours:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    return sorted(found)

@@ -51,10 +51,10 @@ command or a file call is a ``SandboxUnavailableError``; a sandbox the
 platform already deleted (its TTL) counts as deleted at close.
 
 Re-attaching (``runner serve`` after a restart):
-``MistralCloudSandbox.instance_record()`` is what a server stores once the
+``MistralCloudSandbox.record()`` is what a server stores once the
 instance exists (its service id, app id and name, the marker file, the shell;
-never a token or the executor's secret, which ``attach`` reads again from the
-deployment through the API). ``MistralSandbox.attach(record, session_id=)``
+never a token or the executor's secret, which ``reattach`` reads again from the
+deployment through the API). ``MistralSandbox.reattach(record, session_id=)``
 rebuilds the sandbox for that instance: it must still exist, be that session's
 (its name and app), have a deployment that runs or sleeps, and still hold the
 marker (a deep sleep that lost the disk is refused, not used empty); any
@@ -87,6 +87,7 @@ from .base import (
     READ_LIMIT,
     TIMEOUT_EXIT_CODE,
     FileTooLargeError,
+    OptionError,
     Sandbox,
     SandboxEnvironment,
     SandboxExecutionResult,
@@ -183,6 +184,36 @@ class MistralSandbox(SandboxEnvironment):
     """A cloud container per session, deleted at close (and by the platform at its TTL)."""
 
     backend = "mistral"
+    options = frozenset(
+        {
+            "image",
+            "readiness_timeout_seconds",
+            "network",
+            "setup_script",
+            "setup_script_timeout_seconds",
+            "instance_type",
+            "region",
+            "idle_timeout_seconds",
+        }
+    )
+
+    @classmethod
+    def from_options(cls, spec: Mapping[str, Any], common: Mapping[str, Any]) -> MistralSandbox:
+        """The YAML keys; ``shell`` does not apply (the platform's image decides)."""
+        if "shell" in spec:
+            raise OptionError("shell", "'shell' does not apply to sandbox: mistral", at_key=True)
+        network_spec = spec.get("network", "none")
+        if isinstance(network_spec, dict):
+            network = Network.allow(network_spec["allow"])
+        else:
+            network = Network.all() if network_spec == "all" else Network.none()
+        options = {k: v for k, v in common.items() if k != "shell" and v is not None}
+        options.update({key: spec[key] for key in cls.options - {"network"} if key in spec})
+        try:
+            return cls(network=network, **options)
+        except (TypeError, ValueError) as exc:
+            where = "region" if "region" in str(exc) else "network"
+            raise OptionError(where if where in spec else "sandbox", str(exc)) from exc
 
     def __init__(
         self,
@@ -305,9 +336,9 @@ class MistralSandbox(SandboxEnvironment):
             raise
         return sandbox
 
-    async def attach(self, record: Mapping[str, Any], *, session_id: str) -> MistralCloudSandbox:
+    async def reattach(self, record: Mapping[str, Any], *, session_id: str) -> MistralCloudSandbox:
         """The sandbox of session ``session_id`` again, from what
-        ``instance_record()`` gave at its creation (``runner serve`` after a restart).
+        ``record()`` gave at its creation (``runner serve`` after a restart).
 
         No setup script and no ``prepare``: they ran once, at creation.  The
         instance must still exist, be that session's (its name and app), have
@@ -537,8 +568,8 @@ class MistralCloudSandbox(Sandbox):
         #: A file only this instance's first start has (see ``wrap_command``).
         self._marker: str | None = None
 
-    def instance_record(self) -> dict[str, Any]:
-        """What a server stores to find this instance again (``MistralSandbox.attach``):
+    def record(self) -> dict[str, Any]:
+        """What a server stores to find this instance again (``MistralSandbox.reattach``):
         ids, name, marker file and shell; no token, no executor secret."""
         return {
             "instance_id": self.remote.service_id,

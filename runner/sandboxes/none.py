@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .base import Sandbox, SandboxEnvironment
+from .base import OptionError, Sandbox, SandboxEnvironment
 
 if TYPE_CHECKING:
     from ..core.hooks import SandboxHook
@@ -23,6 +23,14 @@ class NoSandbox(SandboxEnvironment):
 
     def __init__(self, *, hooks: Sequence[SandboxHook] = ()) -> None:
         super().__init__(hooks=hooks)
+
+    @classmethod
+    def from_options(cls, spec: Mapping[str, Any], common: Mapping[str, Any]) -> NoSandbox:
+        if spec.get("hooks"):
+            raise OptionError(
+                "hooks", "hooks never run with sandbox: none; choose sandbox: local or docker"
+            )
+        return cls()
 
     async def create(self, *, session_id: str, expires_at: float | None) -> Sandbox:
         raise RuntimeError("NoSandbox never creates a sandbox")

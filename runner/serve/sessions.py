@@ -21,9 +21,9 @@ before anything is created.
 Docker sessions get durable containers: labelled with the store's id
 (``sandbox-runner.durable``), so neither ``runner gc`` nor another runner
 removes them when this process dies, and a restarted server re-attaches
-them (``LocalDockerSandbox.attach``); their expiry still bounds them.
+them (``LocalDockerSandbox.reattach``); their expiry still bounds them.
 Mistral sessions record their cloud instance (ids, name, marker file; no
-secret) and a restarted server re-attaches it (``MistralSandbox.attach``);
+secret) and a restarted server re-attaches it (``MistralSandbox.reattach``);
 nothing deletes an instance when the server dies, and the platform's
 ``delete_after_delay`` (the sandbox's ``ttl_seconds``) bounds it.
 """
@@ -35,13 +35,13 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -53,6 +53,7 @@ from ..core.redaction import scrub
 from ..engine.inputs import SessionInput, closest, secret_strings
 from ..engine.lifecycle import LifecyclePlan, open_sandbox, resume_sandbox
 from ..engine.session import Session
+from ..sandboxes.registry import backend_class
 from .journal import follow_hook_clock, journal_steps, journal_turn, record_hook_point
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
@@ -167,7 +168,6 @@ class Sessions:
         #: sessions share (each session compiles the agent again).
         self._pools: dict[str, Any] = {}
         #: One Docker Engine client per engine address, shared by every session.
-        self._docker_clients: dict[str | None, Any] = {}
         #: A Python agent is built once, by its module: its sessions share it.
         self._python: dict[str, PythonCompiled] = {}
         for agent in self.agents.values():
@@ -193,17 +193,9 @@ class Sessions:
         return compiled
 
     def _make_durable(self, agent: AgentFile, environment: Any) -> None:
-        """A Docker environment's containers belong to this store, not to the
-        process (a restarted server re-attaches them); its pool is the agent's."""
-        from ..sandboxes.docker.environment import LocalDockerSandbox
-
-        if not isinstance(environment, LocalDockerSandbox):
-            return
-        environment.durable_owner = self.store.id
-        # One Engine client (and connection pool) for all sessions, not one each.
-        environment.client = self._docker_clients.setdefault(
-            environment.client.base_url, environment.client
-        )
+        """The environment's sandboxes belong to this store, not to the process
+        (a restarted server re-attaches them); its pool is the agent's."""
+        environment.make_durable(self.store.id)
         if agent.python is not None:  # one environment for every session: its own pool
             if environment.pool_size:
                 self._pools[agent.name] = environment
@@ -215,8 +207,7 @@ class Sessions:
 
                 assert agent.path is not None
                 source = compile_file(agent.path, output_dir=self.output_dir).agent.environment
-                source.durable_owner = self.store.id
-                source.client = environment.client
+                source.make_durable(self.store.id)
                 self._pools[agent.name] = source
             environment.share_pool(source)
 
@@ -627,44 +618,28 @@ class Sessions:
         return taken
 
     async def _resume_rows(self, rows: list[SessionRow]) -> None:
-        docker = (
-            any(agent.backend == "docker" for agent in self.agents.values())
-            if self.store.exclusive
-            else any(row.backend == "docker" for row in rows)
+        """Before any step runs again, each backend ends what the stopped
+        server left running (containers no session records, processes of a
+        cut-off command); then every session resumes."""
+        exclusive = self.store.exclusive
+        names = (
+            {agent.backend for agent in self.agents.values()}
+            if exclusive
+            else {row.backend for row in rows}
         )
-        if docker:
-            from ..core.errors import SandboxUnavailableError
-            from ..sandboxes.docker.environment import remove_durable_containers
-
-            keep = cast(set[str], {(r.sandbox or {}).get("container_id") for r in rows} - {None})
+        for name in sorted(names):
+            mine = [row for row in rows if row.backend == name]
             try:
-                removed = await remove_durable_containers(
-                    self.store.id,
-                    keep=keep,
-                    sessions=None if self.store.exclusive else {row.id for row in rows},
-                )
-            except SandboxUnavailableError as exc:
-                logger.error("%s", exc)
-            else:
-                if removed:
-                    logger.warning(
-                        "removed %d container(s) no open session records: %s",
-                        len(removed),
-                        ", ".join(c[:12] for c in removed),
-                    )
-        roots = [
-            Path(r.sandbox["root"])
-            for r in rows
-            if r.backend == "local" and r.sandbox and "root" in r.sandbox
-        ]
-        if roots:  # before any step runs again: one /proc scan for them all
-            killed = await anyio.to_thread.run_sync(_kill_left_running, roots)
-            if killed:
-                logger.warning(
-                    "killed %d process(es) the stopped server's commands left running: %s",
-                    len(killed),
-                    ", ".join(map(str, killed)),
-                )
+                backend = backend_class(name)
+            except KeyError:
+                continue  # failed by _resume: no server serves it
+            said = await backend.recover(
+                [row.sandbox for row in mine if row.sandbox],
+                owner=self.store.id,
+                sessions=None if exclusive else {row.id for row in mine},
+            )
+            for line in said:
+                logger.warning("%s", line)
         for row in rows:
             self.tg.start_soon(self._resume_guarded, row)
 
@@ -722,8 +697,8 @@ class Sessions:
         live = Live(compiled=compiled, inputs=inputs, agent_name=agent.name)
         self.live[session_id] = live
         if row.sandbox is None:  # stopped before its sandbox existed: start afresh
-            if row.backend == "mistral":  # one made but not yet recorded goes first
-                await _discard_unrecorded(compiled.agent.environment, session_id)
+            # one made but not yet recorded goes first (a cloud instance)
+            await _discard_unrecorded(compiled.agent.environment, session_id)
             await self._start(session_id, live)
             return
         sandbox, problem = await _reattach(
@@ -783,23 +758,17 @@ class Sessions:
 
     async def _delete_orphan(self, row: SessionRow) -> None:
         """Delete the sandbox of a session that cannot resume (no hook runs)."""
-        if row.backend == "docker":
-            await _discard_container(None, row)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the local backend's no-isolation warning
+                environment = backend_class(row.backend)()
+        except Exception as exc:
+            logger.error("cannot delete the %s sandbox of %s: %s", row.backend, row.id, exc)
             return
-        if row.backend == "mistral":
-            if "instance_id" in (row.sandbox or {}):
-                await _discard_instance(None, row)
-            else:  # killed while creating it: found by its name
-                from ..sandboxes.mistral import MistralSandbox
-
-                await _discard_unrecorded(MistralSandbox(), row.id)
+        if row.sandbox is None:  # killed while creating it: found by its name
+            await _discard_unrecorded(environment, row.id)
             return
-        sandbox, _ = await _reattach(None, row)
-        if sandbox is not None:
-            try:
-                await sandbox.delete()
-            except Exception as exc:
-                logger.error("deleting the sandbox of %s failed: %s", row.id, exc)
+        await _discard(environment, row)
 
 
 def _agent_hash(agent: AgentFile) -> str:
@@ -854,95 +823,15 @@ def _start_error(exc: BaseException, live: Live) -> str:
 
 def _sandbox_record(sandbox: Any) -> dict[str, Any]:
     """Where a sandbox is, so a restarted server can find it again."""
-    record: dict[str, Any] = {"created_at": time.time()}
-    root = getattr(sandbox, "root", None)
-    if root is not None:
-        record["root"] = str(root)
-    instance = getattr(sandbox, "instance_record", None)
-    if callable(instance):  # a cloud instance: its ids, name and marker (no secret)
-        record.update(instance())
-    container = getattr(sandbox, "container_id", None)
-    if container is not None:
-        record["container_id"] = container
-        # A pooled container's label names the pool, not the session.
-        record["label_session_id"] = (
-            getattr(sandbox, "label_session_id", None) or sandbox.session_id
-        )
-    return record
+    return {"created_at": time.time(), **sandbox.record()}
 
 
-def _kill_left_running(roots: list[Path]) -> list[int]:
-    """Kill the commands a stopped server left running in the local sandboxes
-    at ``roots``; return the processes found.
-
-    ``LocalSandbox`` keeps the process groups of its commands in memory only,
-    so after a SIGKILL they are found again by what every command of the
-    sandbox gets and its children inherit: ``HOME`` set to the sandbox's
-    ``home/`` (Linux ``/proc``; only this user's processes can be read; on a
-    system without ``/proc`` nothing is found).  A group whose leader is such
-    a process (each command starts its own) is killed whole, any other match
-    alone; never this server's own group.  The cut-off step (or a turn's
-    cut-off tool call) then runs again, with nothing of the first run left.
-    """
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    homes = {
-        f"HOME={prefix}{os.sep}home".encode()
-        for root in roots
-        for prefix in (str(root), os.path.realpath(root))
-    }
-    found: set[int] = set()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = set((entry / "environ").read_bytes().split(b"\0"))
-        except OSError:  # gone meanwhile, or another user's
-            continue
-        if homes & environ:
-            found.add(int(entry.name))
-    ours = os.getpgrp()
-    for pid in sorted(found):
-        with contextlib.suppress(OSError):
-            group = os.getpgid(pid)
-            if group in found and group != ours:
-                os.killpg(group, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-    return sorted(found)
-
-
-async def _discard_container(environment: Any, row: SessionRow) -> None:
-    """Remove the container ``row`` records if it is still there (and is its session's)."""
-    from ..sandboxes.docker.environment import LocalDockerSandbox
-
-    record = row.sandbox or {}
-    if "container_id" not in record:
-        return
-    environment = environment or LocalDockerSandbox()
+async def _discard(environment: Any, row: SessionRow) -> None:
+    """Delete the sandbox ``row`` records if it is still there (and is its session's)."""
     try:
-        await environment.discard(
-            record["container_id"], label_session_id=record.get("label_session_id") or row.id
-        )
+        await environment.discard(row.sandbox or {}, session_id=row.id)
     except Exception as exc:
-        logger.error("removing the container of %s failed: %s", row.id, exc)
-
-
-async def _discard_instance(environment: Any, row: SessionRow) -> None:
-    """Delete the cloud instance ``row`` records if it is still there (and is its session's)."""
-    from ..sandboxes.mistral import MistralSandbox
-
-    record = row.sandbox or {}
-    if "instance_id" not in record:
-        return
-    environment = environment or MistralSandbox()
-    try:
-        await environment.discard(record, session_id=row.id)
-    except Exception as exc:
-        logger.error(
-            "deleting the cloud instance %s of %s failed: %s", record["instance_id"], row.id, exc
-        )
+        logger.error("deleting the sandbox of %s failed: %s", row.id, exc)
 
 
 async def _discard_unrecorded(environment: Any, session_id: str) -> None:
@@ -986,63 +875,22 @@ async def _attach_retrying(attach: Callable[[], Awaitable[Any]], retry_for: floa
 async def _reattach(environment: Any, row: SessionRow, *, retry_for: float = 0) -> tuple[Any, str]:
     """The sandbox of ``row`` again, or (None, why it cannot be found).
 
-    ``environment`` gives the shell and settings commands run with; None gives
-    a sandbox good only for ``delete()``.  A Docker container or a cloud
-    instance that cannot be re-attached (gone, stopped, another session's, a
-    cloud instance that lost its disk) is removed if it is still there and is
-    this session's: nothing is left behind.  A backend that does not answer
-    is tried again for ``retry_for`` seconds first.
+    A sandbox that cannot be re-attached (gone, stopped, another session's, a
+    cloud instance that lost its disk) is deleted if it is still there and
+    is this session's: nothing is left behind.  A backend that does not
+    answer is tried again for ``retry_for`` seconds first.
     """
+    from ..core.errors import SandboxUnavailableError
+
     record = row.sandbox or {}
-    if row.backend == "local" and "root" in record:
-        from ..sandboxes.local import LocalSandbox
-
-        root = Path(record["root"])
-        if not (root / "workspace").is_dir():
-            return None, f"its sandbox is gone (workspace {root / 'workspace'} no longer exists)"
-        return (
-            LocalSandbox(
-                root=root,
-                session_id=row.id,
-                shell=environment.shell if environment else "/bin/sh",
-                env=environment.env if environment else {},
-                default_exec_timeout_seconds=(
-                    environment.default_exec_timeout_seconds if environment else 30
-                ),
-            ),
-            "",
+    try:
+        sandbox = await _attach_retrying(
+            lambda: environment.reattach(record, session_id=row.id), retry_for
         )
-    if row.backend == "docker" and "container_id" in record and environment is not None:
-        from ..core.errors import SandboxUnavailableError
-
-        try:
-            sandbox = await _attach_retrying(
-                lambda: environment.attach(
-                    record["container_id"],
-                    session_id=row.id,
-                    label_session_id=record.get("label_session_id"),
-                ),
-                retry_for,
-            )
-        except SandboxUnavailableError as exc:
-            await _discard_container(environment, row)
-            return None, _why_not_attached(exc, retry_for)
-        return sandbox, ""
-    if row.backend == "mistral" and "instance_id" in record and environment is not None:
-        from ..core.errors import SandboxUnavailableError
-
-        try:
-            sandbox = await _attach_retrying(
-                lambda: environment.attach(record, session_id=row.id), retry_for
-            )
-        except SandboxUnavailableError as exc:
-            await _discard_instance(environment, row)
-            return None, _why_not_attached(exc, retry_for)
-        return sandbox, ""
-    return None, (
-        f"re-attaching a {row.backend} sandbox is not built yet (docs/serve-design.md); "
-        "`runner gc` removes a container left behind"
-    )
+    except SandboxUnavailableError as exc:
+        await _discard(environment, row)
+        return None, _why_not_attached(exc, retry_for)
+    return sandbox, ""
 
 
 def _why_not_attached(exc: Exception, retry_for: float) -> str:

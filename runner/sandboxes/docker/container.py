@@ -207,6 +207,13 @@ class DockerSandbox(Sandbox):
     def container_id(self) -> str:
         return self.container.id
 
+    def record(self) -> dict[str, Any]:
+        # A pooled container's label names the pool, not the session.
+        return {
+            "container_id": self.container_id,
+            "label_session_id": self.label_session_id or self.session_id,
+        }
+
     def _ids(self, *, root: bool = False) -> list[int] | None:
         """The uid and gid the helper switches to (None: stay root)."""
         if root or self.user == "root":

@@ -11,7 +11,7 @@ Durable containers (``runner serve``): an environment whose
 ``durable_owner`` is set (the id of the server's database) labels its
 containers with it too (``LABEL_DURABLE``); ``runner gc`` then leaves them
 alone when their process dies, until they expire, and
-:meth:`LocalDockerSandbox.attach` gives a restarted server the sandbox of
+:meth:`LocalDockerSandbox.reattach` gives a restarted server the sandbox of
 such a container again.  :func:`remove_durable_containers` removes the
 durable containers of one owner that no session records any more.
 
@@ -54,6 +54,7 @@ import anyio
 from ...core.errors import SandboxUnavailableError
 from ...core.network import Network
 from ..base import (
+    OptionError,
     Sandbox,
     SandboxEnvironment,
     check_env,
@@ -156,6 +157,56 @@ class LocalDockerSandbox(SandboxEnvironment):
 
     backend = "docker"
     can_snapshot = True
+    options = frozenset(
+        {
+            "image",
+            "network",
+            "setup_script",
+            "setup_script_timeout_seconds",
+            "memory",
+            "cpus",
+            "pids_limit",
+            "pool",
+            "workspace_size",
+            "user",
+            "read_only_root",
+            "runtime",
+            "seccomp",
+        }
+    )
+
+    @classmethod
+    def from_options(cls, spec: Mapping[str, Any], common: Mapping[str, Any]) -> LocalDockerSandbox:
+        """The YAML keys, with this constructor's defaults for those not given."""
+        network = spec.get("network", "none")
+        if isinstance(network, dict):
+            raise OptionError(
+                "network", "docker cannot enforce network: {allow: [...]}; use none or all"
+            )
+        keys = {
+            "image": "image",
+            "setup_script": "setup_script",
+            "setup_script_timeout_seconds": "setup_script_timeout_seconds",
+            "memory": "memory",
+            "cpus": "cpus",
+            "pids_limit": "pids_limit",
+            "pool": "pool_size",
+            "workspace_size": "workspace_size",
+            "user": "user",
+            "read_only_root": "read_only_root",
+            "runtime": "runtime",
+            "seccomp": "seccomp",
+        }
+        options = {name: spec[key] for key, name in keys.items() if key in spec}
+        arguments = {k: v for k, v in common.items() if k != "ttl_seconds" or "ttl_seconds" in spec}
+        try:
+            return cls(
+                **arguments,
+                network=Network.all() if network == "all" else Network.none(),
+                **options,
+            )
+        except ValueError as exc:
+            raise OptionError(None, str(exc)) from exc
 
     def __init__(
         self,
@@ -359,11 +410,12 @@ class LocalDockerSandbox(SandboxEnvironment):
             return True
         return await anyio.to_thread.run_sync(self._pool.wait_ready, timeout)
 
-    def share_pool(self, source: LocalDockerSandbox) -> None:
+    def share_pool(self, source: SandboxEnvironment) -> None:
         """Claim pooled containers from ``source``'s pool instead of filling one
         of this environment's own (``runner serve`` compiles an agent once per
         session; that agent's sessions share one pool).  ``source`` must make
         the same containers (same file, same ``durable_owner``)."""
+        assert isinstance(source, LocalDockerSandbox), source
         self._pool_source = source
 
     def close_pool(self) -> None:
@@ -522,22 +574,24 @@ class LocalDockerSandbox(SandboxEnvironment):
                 f"(exit code {result.exit_code}): {result.stderr.strip()[:300]}"
             )
 
-    async def attach(
-        self, container_id: str, *, session_id: str, label_session_id: str | None = None
-    ) -> DockerSandbox:
+    async def reattach(self, record: Mapping[str, Any], *, session_id: str) -> DockerSandbox:
         """The sandbox of an existing, running container of this session: for a
         ``runner serve`` restarted after a crash, whose sessions' containers
         (durable ones) outlived it.
 
-        The container must carry the runner's labels with ``label_session_id``
-        (default ``session_id``; a pooled container keeps its ``pool-...``
-        label) as its session, and be running.  A fresh exec channel is
+        The container (``record["container_id"]``) must carry the runner's
+        labels with ``record["label_session_id"]`` (default ``session_id``; a
+        pooled container keeps its ``pool-...`` label) as its session, and be
+        running.  A fresh exec channel is
         started, as at creation; nothing else runs (the setup script and the
         workspace hand-over were done when it was created).  Raises
         ``SandboxUnavailableError`` saying why if the container is gone, is
         not running, or belongs to another session.
         """
-        expected = label_session_id or session_id
+        container_id = str(record.get("container_id") or "")
+        expected = record.get("label_session_id") or session_id
+        if not container_id:
+            raise SandboxUnavailableError("no container was recorded")
         container = await self.client.call(_find_container, container_id)
         if container is None:
             raise SandboxUnavailableError(f"container {container_id[:12]} no longer exists")
@@ -566,11 +620,39 @@ class LocalDockerSandbox(SandboxEnvironment):
             raise
         return sandbox
 
-    async def discard(self, container_id: str, *, label_session_id: str) -> bool:
-        """Remove the container ``container_id`` if it is this session's (its
-        session label is ``label_session_id``), in whatever state; True if one was
-        removed.  For a session that cannot be re-attached: nothing is left behind."""
-        return await self.client.call(_discard, container_id, label_session_id)
+    async def discard(self, record: Mapping[str, Any], *, session_id: str) -> bool:
+        """Remove the container ``record`` names if it is this session's (its
+        session label is ``record["label_session_id"]``, default ``session_id``),
+        in whatever state; True if one was removed.  For a session that cannot
+        be re-attached: nothing is left behind."""
+        container_id = record.get("container_id")
+        if not container_id:
+            return False
+        label = record.get("label_session_id") or session_id
+        return await self.client.call(_discard, container_id, label)
+
+    def make_durable(self, owner: str) -> None:
+        """Label new containers as ``owner``'s; one engine client per owner and
+        engine for all its sessions' environments (one connection pool)."""
+        self.durable_owner = owner
+        key = (owner, self.client.base_url)
+        self.client = _DURABLE_CLIENTS.setdefault(key, self.client)
+
+    @classmethod
+    async def recover(
+        cls, records: Sequence[Mapping[str, Any]], *, owner: str, sessions: set[str] | None
+    ) -> list[str]:
+        keep = {str(r["container_id"]) for r in records if r.get("container_id")}
+        try:
+            removed = await remove_durable_containers(owner, keep=keep, sessions=sessions)
+        except SandboxUnavailableError as exc:
+            return [str(exc)]
+        if not removed:
+            return []
+        return [
+            f"removed {len(removed)} container(s) no open session records: "
+            + ", ".join(c[:12] for c in removed)
+        ]
 
     def _sandbox_of(
         self, container: Container, *, session_id: str, client: DockerClient
@@ -711,6 +793,10 @@ async def remove_durable_containers(
         raise SandboxUnavailableError(
             f"could not list the durable containers of {owner}: {short_error(exc)}"
         ) from exc
+
+
+#: (owner, engine URL) -> the engine client every durable environment of it shares.
+_DURABLE_CLIENTS: dict[tuple[str, str | None], DockerClient] = {}
 
 
 def _discard_pooled(sandbox: DockerSandbox) -> None:
