@@ -52,8 +52,11 @@ class Server:
         self.files = files
         #: The server's RLIMIT_NOFILE, if given (its file descriptors run out).
         self.max_open_files = max_open_files
-        #: More command-line arguments (``--agent``, ``--max-sessions``, ...).
+        #: More command-line arguments (``--agent``, ``--max-sessions``, ...);
+        #: a short drain unless the test sets one (stop() waits 20 s at most).
         self.args = list(args or [])
+        if "--drain-timeout" not in self.args:
+            self.args += ["--drain-timeout", "5"]
         self.workdir = workdir
         self.output_dir = workdir / "out"
         self.tmp = workdir / "tmp"  # the local sandboxes' workspaces live here
@@ -117,6 +120,12 @@ class Server:
     def client(self, token: str | None = TOKEN) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def terminate(self) -> int:
+        """SIGTERM, as a rolling restart sends it; the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind runs."""

@@ -520,3 +520,36 @@ def test_a_docker_session_is_taken_over_in_its_container_and_nothing_else_is_swe
             server.stop()
         for container in durable_containers(docker_client, owner) if owner else []:
             container.remove(force=True, v=True)
+
+
+def test_a_take_over_stops_at_max_sessions_and_leaves_the_rest(tmp_path, postgres_dsn) -> None:
+    """A server takes over no more sessions than ``--max-sessions`` lets it
+    hold; the rest wait for another server (here: the dead one, restarted)."""
+    agent = shared_file(tmp_path)
+    (tmp_path / "GO_CREATE").touch()  # on_create runs through: sessions wait
+    a = Server([agent], tmp_path / "a", db=postgres_dsn, args=["--claim-interval", "0.1"])
+    b = Server(
+        [agent],
+        tmp_path / "b",
+        db=postgres_dsn,
+        args=["--claim-interval", "0.1", "--max-sessions", "2"],
+    )
+    try:
+        a.start()
+        b.start()
+        with a.client() as client:
+            ids = [
+                client.post("/v1/sessions", json={"agent": "shared"}).json()["id"] for _ in "abc"
+            ]
+            for session_id in ids:
+                assert wait_status(client, session_id, "waiting", "failed")["status"] == "waiting"
+        a.kill()
+        wait_for(lambda: "taking over 2 session(s)" in b.stderr(), what="b to take two")
+        with b.client() as client:
+            owners = [client.get(f"/v1/sessions/{i}").json()["owner"] for i in ids]
+        assert owners.count(b.url) == 2 and owners.count(a.url) == 1, owners
+        a.start()  # the one b had no room for
+        assert "resuming 1 session(s) left open" in a.stderr()
+    finally:
+        a.stop()
+        b.stop()

@@ -754,6 +754,16 @@ def _has_text(path: Path, text: str) -> bool:
     help="At start, how long to keep trying a session's sandbox whose backend does not "
     "answer (the Docker engine, the cloud API) before the session fails.",
 )
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=20.0,  # serve.service.DRAIN_SECONDS
+    show_default=True,
+    metavar="SECONDS",
+    help="On SIGTERM or SIGINT, how long running steps may finish (new sessions and "
+    "messages get 503 meanwhile); what still runs then resumes at the next start or "
+    "on another server. No session fails because the server stopped.",
+)
 def serve(
     files: tuple[str, ...],
     python_agents: tuple[str, ...],
@@ -764,6 +774,7 @@ def serve(
     max_sessions: int,
     claim_interval: float,
     reattach_timeout: float,
+    drain_timeout: float,
 ) -> None:
     """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
     (see the README).
@@ -794,6 +805,7 @@ def serve(
                 max_sessions=max_sessions,
                 claim_interval=claim_interval,
                 reattach_timeout=reattach_timeout,
+                drain_timeout=drain_timeout,
             )
         )
     except ServeError as exc:

@@ -24,6 +24,9 @@ MAX_BODY_BYTES = 1 << 20
 #: How often servers sharing a PostgreSQL database look for sessions whose
 #: server died (and check they still hold their own).
 CLAIM_INTERVAL_SECONDS = 1.0
+#: How long a stopping server (SIGTERM) lets running steps finish.  Below
+#: Kubernetes' default grace period (30 s), after which SIGKILL comes anyway.
+DRAIN_SECONDS = 20.0
 #: The shortest RUNNER_SERVE_TOKEN accepted.
 MIN_TOKEN_LENGTH = 16
 #: ``--agent [NAME=]MODULE:ATTR[()]``: a dotted module, a dotted attribute
@@ -223,10 +226,11 @@ async def serve(
     max_body_bytes: int = MAX_BODY_BYTES,
     claim_interval: float = CLAIM_INTERVAL_SECONDS,
     reattach_timeout: float | None = None,
+    drain_timeout: float = DRAIN_SECONDS,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
-    are resumed by the next start."""
+    are resumed by the next start (or, on PostgreSQL, by another server)."""
     from .app import App
     from .http_server import serve_forever
     from .sessions import DEFAULT_MAX_SESSIONS, Sessions
@@ -271,7 +275,7 @@ async def serve(
             )
             resumed = await sessions.resume_all()
             app = App(sessions, token=token)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, say)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, sessions, drain_timeout, say)
             tg.start_soon(serve_forever, listener, app, max_body_bytes)
             if not store.exclusive:
                 store.watch_connection(lambda exc: _stop_now(exc, say))  # type: ignore[attr-defined]
@@ -322,12 +326,47 @@ def _stop_now(exc: Exception, say: Callable[[str], None]) -> None:
     os._exit(2)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, say: Callable[[str], None]) -> None:
+async def _stop_on_signal(
+    scope: anyio.CancelScope, sessions: Any, drain: float, say: Callable[[str], None]
+) -> None:
+    """SIGTERM or SIGINT: drain, then stop.  No session is failed by a stop.
+
+    New sessions and messages get 503 at once; running starts, turns and
+    closes get ``drain`` seconds to finish.  Work still running then is
+    left as a SIGKILL leaves it (nothing unwinds: no ``on_destroy``, no
+    status written, the sandbox kept): the next start, or on PostgreSQL
+    another server, resumes it.  A second signal stops at once."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
-            say("stopping; sessions left open resume at the next start")
-            scope.cancel()
-            return
+            break
+        say(
+            f"stopping: no new sessions or messages; waiting up to {drain:g} s for "
+            f"{sessions.busy} running step(s)"
+        )
+        async with anyio.create_task_group() as wait:
+
+            async def second_signal() -> None:
+                async for _ in signals:
+                    _exit_now(say, "stopping at once (second signal)")
+
+            wait.start_soon(second_signal)
+            idle = await sessions.drain(drain)
+            wait.cancel_scope.cancel()
+        if not idle:
+            _exit_now(
+                say,
+                f"{sessions.busy} step(s) still running after {drain:g} s: left as they "
+                "are, to resume at the next start or on another server",
+            )
+        say("stopped; sessions left open resume at the next start")
+        scope.cancel()
+
+
+def _exit_now(say: Callable[[str], None], why: str) -> None:
+    """Leave as a SIGKILL would (the journal is already durable)."""
+    say(why)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 __all__ = [

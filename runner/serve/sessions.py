@@ -59,6 +59,9 @@ from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
 
+#: How many sessions a server takes over at one look (PostgreSQL), so that
+#: the servers looking at the same time share a dead server's sessions.
+TAKEOVER_BATCH = 8
 #: How many open sessions (not closed or failed) a server holds by default
 #: (``--max-sessions``): the bench runs 100 concurrent sessions without a
 #: failure, and each open session holds a workspace or container with its
@@ -157,6 +160,12 @@ class Sessions:
         #: The sessions this server runs (claimed in the store), open ones only.
         self._mine: set[str] = set()
         self.max_sessions = max_sessions
+        #: Set on SIGTERM: no new session or message; running work may finish.
+        self.draining = False
+        #: Work running in this server's tasks (a start, a turn, a close).
+        self.busy = 0
+        self._idle = anyio.Event()
+        self._idle.set()
         self.store = store
         self.output_dir = output_dir
         self.tg = task_group
@@ -260,6 +269,7 @@ class Sessions:
         outcome: list[Any] = []
 
         async def task() -> None:
+            self._work_started()
             with listen(self._recorder(session_id, live)):
                 add_secrets(secret_strings(live.inputs.values()))
                 try:
@@ -270,6 +280,7 @@ class Sessions:
                         raise
                 finally:
                     done.set()
+                    self._work_ended()
 
         self.tg.start_soon(task)
         await done.wait()
@@ -277,6 +288,35 @@ class Sessions:
         if kind == "error":
             raise value
         return value
+
+    def _work_started(self) -> None:
+        self.busy += 1
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+    def _work_ended(self) -> None:
+        self.busy -= 1
+        if self.busy == 0:
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop taking sessions and messages (503), and wait up to ``timeout``
+        seconds for the running starts, turns and closes; True if none is left.
+        (SIGTERM: what a rolling restart sends.)"""
+        self.draining = True
+        with anyio.move_on_after(timeout):
+            await self._idle.wait()
+        return self.busy == 0
+
+    def _refuse_while_draining(self) -> None:
+        if self.draining:
+            raise ApiError(
+                503,
+                "stopping",
+                "this server is stopping; retry (another server, or this one once it "
+                "is back, takes the session)",
+                headers=[("retry-after", str(RETRY_AFTER_SECONDS))],
+            )
 
     def row(self, session_id: str) -> SessionRow:
         row = self.store.session(session_id)
@@ -338,6 +378,7 @@ class Sessions:
     async def create(self, body: Any) -> tuple[SessionRow, bool]:
         """Create (or, for a known idempotency key, find) a session; returns it and
         whether it is new.  Its ``on_create`` runs in the background."""
+        self._refuse_while_draining()
         session_id = f"sess_{os.urandom(16).hex()}"
         agent, compiled, resolved, stored, fingerprint = self.validate(body, session_id)
         key = body.get("idempotency_key")
@@ -483,6 +524,7 @@ class Sessions:
         return live
 
     async def message(self, session_id: str, text: str) -> dict[str, Any]:
+        self._refuse_while_draining()
         live = self._live(session_id, action="send a message")
         try:
             live.compiled.agent.resolve_model()
@@ -490,6 +532,7 @@ class Sessions:
             raise ApiError(400, "model_unavailable", str(exc)) from None
         async with live.lock:
             self._live(session_id, action="send a message")
+            self._refuse_while_draining()  # the stop began while it waited for the lock
             self._set(session_id, status="running")
             return await self._turn(session_id, live, text)
 
@@ -535,6 +578,7 @@ class Sessions:
         if row.status in FINAL_STATUSES:
             return row
         self._elsewhere(row, "close it")
+        self._refuse_while_draining()
         live = self.live.get(session_id)
         if live is None or live.session is None:
             raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")
@@ -598,9 +642,22 @@ class Sessions:
                 await self._resume_rows(rows)
 
     def _claim_open(self) -> list[SessionRow]:
-        """Claim the open sessions no server holds; their rows as they are now."""
-        taken = []
+        """Claim the open sessions no server holds; their rows as they are now.
+
+        On PostgreSQL, up to ``--max-sessions`` held at once and
+        ``TAKEOVER_BATCH`` a look, so that servers looking at the same time
+        share a dead server's sessions; a draining server takes none."""
+        taken: list[SessionRow] = []
+        if self.draining:
+            return taken
+        room = (
+            None
+            if self.store.exclusive
+            else min(TAKEOVER_BATCH, self.max_sessions - len(self._mine))
+        )
         for session_id, agent in self.store.open_ids():
+            if room is not None and len(taken) >= room:
+                break
             if session_id in self._mine:
                 continue
             if not self.store.exclusive and agent not in self.agents:
