@@ -484,7 +484,9 @@ async def _run_session(
     from .running import CloseTrace, RunOutcome, run_once
 
     emit_json = _json_writer(as_json)
-    printer = ProgressPrinter(sys.stderr)
+    # On a terminal the running step's line is live (its elapsed time);
+    # in a CI log, plain lines.
+    printer = ProgressPrinter(sys.stderr, live=sys.stderr.isatty() and not as_json)
     trace = CloseTrace()
 
     def on_event(event: dict[str, Any]) -> None:
@@ -493,8 +495,13 @@ async def _run_session(
             printer(event)
         emit_json(event)
 
-    with listen(on_event):
-        outcome, interrupted = await _until_signal(run_once(compiled.agent, values, prompt=prompt))
+    try:
+        with listen(on_event):
+            outcome, interrupted = await _until_signal(
+                run_once(compiled.agent, values, prompt=prompt)
+            )
+    finally:
+        printer.close()
     if interrupted or outcome is None:
         outcome = outcome or RunOutcome(session_id=trace.session_id)
         outcome.exit_code = EXIT_INTERRUPTED

@@ -65,23 +65,69 @@ def terminal_safe(text: str, *, keep_lines: bool = False) -> str:
 
 
 class ProgressPrinter:
-    """An event listener that writes progress lines to ``stream``."""
+    """An event listener that writes progress lines to ``stream``.
 
-    def __init__(self, stream: TextIO, *, prefix: str = "") -> None:
+    A step's line is written when it starts (``[2] make test ...``) and
+    again with its outcome when it ends, so a CI log shows what runs now.
+    With ``live`` (a terminal, one session), the start line is a live one
+    instead: the step's title and its elapsed time, redrawn four times a
+    second by rich, then replaced by the outcome line.
+    """
+
+    def __init__(self, stream: TextIO, *, prefix: str = "", live: bool = False) -> None:
         self.stream = stream
         self.prefix = prefix
+        self.live = live
+        self._status: Any = None
 
     def _write(self, text: str) -> None:
         # The whole line is escaped: the runner's own words hold no controls,
         # and every field (title, error, names) is covered, future ones too.
+        self._stop_live()
         self.stream.write(terminal_safe(self.prefix + text) + "\n")
         self.stream.flush()
+
+    def _start_live(self, text: str) -> None:
+        """A transient line with the elapsed time (rich: no markup is read,
+        the text is already terminal-safe)."""
+        import time
+
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        line = terminal_safe(self.prefix + text)
+        started = time.monotonic()
+
+        class Elapsed:
+            def __rich__(self) -> Text:
+                return Text(f"{line}  {time.monotonic() - started:.1f}s", no_wrap=True)
+
+        console = Console(file=self.stream, force_terminal=True, highlight=False)
+        self._status = Live(Elapsed(), console=console, refresh_per_second=4, transient=True)
+        self._status.start()
+
+    def _stop_live(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def close(self) -> None:
+        """Remove a live line still shown (the run ended or was interrupted)."""
+        self._stop_live()
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         duration = event.get("duration_seconds")
         took = f" ({duration:.2f}s)" if duration is not None else ""
-        if kind == "session_starting":
+        if kind == "step_started":
+            text = f"    [{event['step'] + 1}] {event['title']} ..."
+            if self.live:
+                self._stop_live()
+                self._start_live(text)
+            else:
+                self._write(text)
+        elif kind == "session_starting":
             self._write(f"runner: session {event['session_id']} (agent {event['agent']})")
         elif kind == "sandbox_created":
             self._write(f"  sandbox {event['backend']} ready{took}")
@@ -102,7 +148,9 @@ class ProgressPrinter:
         elif kind == "step_failed":
             self._write(f"    [{event['step'] + 1}] {event['title']} FAILED{took}")
         elif kind == "session_closing":
-            self._write(f"  closing ({event['reason']})")
+            # the end of `runner run` is the usual close: no reason to show
+            reason = event["reason"]
+            self._write("  closing" if reason == "left async with" else f"  closing ({reason})")
         elif kind == "sandbox_deleted":
             self._write("  sandbox deleted")
         elif kind == "turn":
