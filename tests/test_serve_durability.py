@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import Server, lines, wait_for, wait_status
+from serve_process import Server, lines, sse_events, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
@@ -106,6 +106,11 @@ def test_a_session_killed_mid_on_create_resumes_without_rerunning_finished_steps
         assert lines(workspace / "create-3.count") == 1
         (server.workdir / "GO_DESTROY").touch()
         closed = client.delete(f"/v1/sessions/{session_id}").json()
+        # the resume is in the session's events, with its attempt and server
+        resumed = [e for e in sse_events(client, session_id) if e["event"] == "session_resumed"]
+        assert [(e["attempt"], e["status"], e["server"]) for e in resumed] == [
+            (1, "starting", server.url)
+        ]
     assert closed["status"] == "closed", closed["error"]
     saved = server.output_dir / session_id
     assert [lines(saved / f"create-{n}.count") for n in (1, 2, 3)] == [1, 2, 1]

@@ -753,6 +753,17 @@ class Sessions:
             return
         live = Live(compiled=compiled, inputs=inputs, agent_name=agent.name)
         self.live[session_id] = live
+        attempt = 1 + sum(
+            1 for _, event in self.store.events(session_id) if event["event"] == "session_resumed"
+        )
+        with listen(self._recorder(session_id, live)):  # resumes are visible in its events
+            emit(
+                "session_resumed",
+                session_id=session_id,
+                attempt=attempt,
+                status=row.status,
+                server=self.owner,
+            )
         if row.sandbox is None:  # stopped before its sandbox existed: start afresh
             # one made but not yet recorded goes first (a cloud instance)
             await _discard_unrecorded(compiled.agent.environment, session_id)
