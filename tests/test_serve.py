@@ -499,3 +499,21 @@ def test_a_second_server_on_the_same_database_refuses_to_start(server: Server) -
     )
     with server.client() as client:  # the first one is unharmed
         assert client.get("/v1/sessions").status_code == 200
+
+
+def test_the_openapi_document_is_a_file_with_this_servers_agents_filled_in() -> None:
+    """runner/schemas/openapi.json ships in the package; the server fills in
+    its agents and --max-sessions (issue 27: the document as a file)."""
+    import json
+    from importlib import resources
+
+    from runner.serve.app import openapi
+
+    shipped = resources.files("runner").joinpath("schemas/openapi.json").read_text("utf-8")
+    assert json.loads(shipped)["openapi"] == "3.1.0"
+    document = openapi(["review", "triage"], 7)
+    create = document["components"]["schemas"]["CreateSession"]["properties"]
+    assert create["agent"]["enum"] == ["review", "triage"]
+    text = json.dumps(document)
+    assert "its limit of 7 open sessions" in text and "{max_sessions}" not in text
+    assert "error stopping" in text

@@ -11,6 +11,7 @@ over the limit, 503 (with ``Retry-After``) a new session beyond
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import re
@@ -138,233 +139,18 @@ def _last_event_id(request: Request) -> int:
 
 
 def openapi(agents: list[str], max_sessions: int = DEFAULT_MAX_SESSIONS) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of this API (served at ``/openapi.json``)."""
-    error = {"$ref": "#/components/schemas/Error"}
-    session = {"$ref": "#/components/schemas/Session"}
+    """The OpenAPI 3.1 document of this API (served at ``/openapi.json``): the
+    file ``runner/schemas/openapi.json``, with this server's agents and
+    ``--max-sessions`` filled in."""
+    text = _openapi_text().replace("{max_sessions}", str(max_sessions))
+    document: dict[str, Any] = json.loads(text)
+    create = document["components"]["schemas"]["CreateSession"]["properties"]
+    create["agent"]["enum"] = list(agents)
+    return document
 
-    def answer(description: str, schema: Any, content: str = "application/json") -> dict:
-        return {"description": description, "content": {content: {"schema": schema}}}
 
-    def errors(*codes: int) -> dict[str, Any]:
-        texts = {
-            400: "bad input; the message is the CLI's",
-            401: "no or a wrong bearer token",
-            404: "no such session",
-            409: "idempotency conflict, or the session is not in a state for this",
-            413: "the request body is too large",
-            503: f"the server already has its limit of {max_sessions} open sessions "
-            "(--max-sessions; open: not closed or failed); nothing was created: retry "
-            "after the seconds in Retry-After",
-        }
-        answers = {str(c): answer(texts[c], error) for c in (401, *codes)}
-        if "503" in answers:
-            answers["503"]["headers"] = {
-                "Retry-After": {
-                    "description": "seconds to wait before trying again",
-                    "schema": {"type": "integer", "minimum": 1},
-                }
-            }
-        return answers
+@functools.cache
+def _openapi_text() -> str:
+    from importlib import resources
 
-    session_id = {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": "^sess_[0-9a-f]{32}$"},
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "runner serve",
-            "version": "0.1.0",
-            "description": "Sessions of the agents this server serves, over HTTP. Every "
-            "request needs Authorization: Bearer $RUNNER_SERVE_TOKEN.",
-        },
-        "security": [{"bearer": []}],
-        "paths": {
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document",
-                    "responses": {
-                        "200": answer("the OpenAPI document", {"type": "object"}),
-                        **errors(),
-                    },
-                }
-            },
-            "/v1/sessions": {
-                "post": {
-                    "summary": "Create a session (its on_create runs in the background)",
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {"$ref": "#/components/schemas/CreateSession"}
-                            }
-                        },
-                    },
-                    "responses": {
-                        "201": answer(
-                            "created, or the session this idempotency key already created "
-                            "(then the header Idempotent-Replayed: true)",
-                            {"$ref": "#/components/schemas/Created"},
-                        ),
-                        **errors(400, 409, 413, 503),
-                    },
-                },
-                "get": {
-                    "summary": "List the sessions",
-                    "responses": {
-                        "200": answer(
-                            "every session, oldest first",
-                            {
-                                "type": "object",
-                                "properties": {"sessions": {"type": "array", "items": session}},
-                            },
-                        ),
-                        **errors(),
-                    },
-                },
-            },
-            "/v1/sessions/{id}": {
-                "parameters": [session_id],
-                "get": {
-                    "summary": "A session's status and result",
-                    "responses": {"200": answer("the session", session), **errors(404)},
-                },
-                "delete": {
-                    "summary": "Close the session: every on_destroy, then the sandbox is deleted",
-                    "responses": {"200": answer("the closed session", session), **errors(404, 409)},
-                },
-            },
-            "/v1/sessions/{id}/messages": {
-                "parameters": [session_id],
-                "post": {
-                    "summary": "Send a message: runs one turn and answers when it ends",
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {"text": {"type": "string", "minLength": 1}},
-                                    "required": ["text"],
-                                    "additionalProperties": False,
-                                }
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": answer(
-                            "the turn's outcome",
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "id": {"type": "string"},
-                                    "status": {"type": "string"},
-                                    "turn": {"$ref": "#/components/schemas/Turn"},
-                                },
-                            },
-                        ),
-                        **errors(400, 404, 409, 413),
-                    },
-                },
-            },
-            "/v1/sessions/{id}/events": {
-                "parameters": [
-                    session_id,
-                    {
-                        "name": "Last-Event-ID",
-                        "in": "header",
-                        "required": False,
-                        "schema": {"type": "string"},
-                        "description": "Resume after this event (also ?after=N).",
-                    },
-                ],
-                "get": {
-                    "summary": "The session's events as server-sent events (`id: N`, `data: "
-                    "{json}`), the objects of `runner run --json` (`runner schema --events`); "
-                    "the stream ends once the session is closed or failed",
-                    "responses": {
-                        "200": answer("the event stream", {"type": "string"}, "text/event-stream"),
-                        **errors(404),
-                    },
-                },
-            },
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
-                    "required": ["error", "message"],
-                },
-                "CreateSession": {
-                    "type": "object",
-                    "properties": {
-                        "agent": {
-                            "enum": agents,
-                            "description": "optional when one agent is served",
-                        },
-                        "inputs": {
-                            "type": "object",
-                            "description": "input_id: value, as in `runner run --inputs`",
-                        },
-                        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255},
-                    },
-                    "additionalProperties": False,
-                },
-                "Created": {
-                    "type": "object",
-                    "properties": {"id": {"type": "string"}, "status": {"type": "string"}},
-                    "required": ["id", "status"],
-                },
-                "Turn": {
-                    "type": "object",
-                    "properties": {
-                        "status": {"enum": ["completed", "failed"]},
-                        "text": {"type": ["string", "null"]},
-                        "error": {"type": ["string", "null"]},
-                    },
-                },
-                "Session": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "agent": {"type": "string"},
-                        "status": {
-                            "enum": [
-                                "starting",
-                                "waiting",
-                                "running",
-                                "closing",
-                                "closed",
-                                "failed",
-                            ]
-                        },
-                        "inputs": {
-                            "type": "object",
-                            "description": "as given; a secret input's value is a reference",
-                        },
-                        "idempotency_key": {"type": ["string", "null"]},
-                        "owner": {
-                            "type": ["string", "null"],
-                            "description": "the address of the server that runs it; with "
-                            "several servers on one PostgreSQL database, a message or a "
-                            "DELETE sent to another server is answered 409 owned_elsewhere",
-                        },
-                        "result": {
-                            "type": ["object", "null"],
-                            "description": "the last turn's outcome",
-                        },
-                        "error": {
-                            "type": ["string", "null"],
-                            "description": "why the session failed",
-                        },
-                        "created_at": {"type": "number"},
-                        "updated_at": {"type": "number"},
-                    },
-                },
-            },
-        },
-    }
+    return resources.files("runner").joinpath("schemas/openapi.json").read_text("utf-8")
