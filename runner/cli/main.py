@@ -107,7 +107,12 @@ def validate(files: tuple[str, ...], output_format: str) -> None:
     """Check FILES against the schema and compile them; print every problem."""
     from ..config import validate_file
 
-    results = {file: validate_file(file) for file in files}
+    results = {}
+    for file in files:
+        with _cache_notices() as notices:
+            results[file] = validate_file(file)
+        for notice in notices:
+            click.echo(f"runner: {file}: {notice}", err=True)
     total = sum(len(problems) for problems in results.values())
     if output_format == "json":
         click.echo(json.dumps({"ok": total == 0, "files": _problems_as_json(results)}, indent=2))
@@ -191,19 +196,48 @@ def _compile(
     *,
     sandbox: str | None = None,
     image: str | None = None,
+    notes: bool = True,
 ) -> Any:
+    """The compiled file; with ``notes``, what the overrides changed is printed
+    (``run`` prints it itself, once the inputs are valid too)."""
     from ..config import ConfigError, compile_file
 
     try:
-        compiled = compile_file(file, output_dir=output_dir, sandbox=sandbox, image=image)
+        with _cache_notices() as notices:
+            compiled = compile_file(file, output_dir=output_dir, sandbox=sandbox, image=image)
     except ValueError as exc:  # an override that cannot apply (OverrideError)
         _fail(str(exc))
     except ConfigError as exc:
         problems = [str(problem) for problem in exc.problems]
         _fail(f"{len(problems)} problem(s) in {file}", details=problems)
-    for note in compiled.notes:
+    compiled.notes += notices
+    for note in compiled.notes if notes else ():
         click.echo(f"runner: {note}", err=True)
     return compiled
+
+
+@contextlib.contextmanager
+def _cache_notices() -> Iterator[list[str]]:
+    """Collect the ``SnapshotWarning`` of a cached hook on a backend that cannot
+    snapshot (a Python hook with ``cache = True`` on the local sandbox) as one
+    notice line, instead of Python's two-line warning with a source line."""
+    import warnings
+
+    from ..core.snapshot_keys import SnapshotWarning
+
+    notices: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SnapshotWarning)
+        try:
+            yield notices
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, SnapshotWarning):
+                    notices.append(f"warning: {warning.message}")
+                else:  # anything else, as it would have been shown
+                    warnings.showwarning(
+                        warning.message, warning.category, warning.filename, warning.lineno
+                    )
 
 
 def _input_values(compiled: Any, assignments: tuple[str, ...], files: tuple[str, ...]) -> Any:
@@ -329,17 +363,16 @@ def run(
         if prompt_file is not None:
             prompt = prompt_file.read()
         compiled = _compile(
-            file, output_dir=str(Path(output_dir).resolve()), sandbox=sandbox, image=image
+            file,
+            output_dir=str(Path(output_dir).resolve()),
+            sandbox=sandbox,
+            image=image,
+            notes=False,
         )
         values = _input_values(compiled, assignments, input_files)
         sets = None if input_sets is None else _load_input_sets(input_sets, base=values)
-    if compiled.agent.environment.backend == "local" and not quiet and sandbox != "local":
-        click.echo(
-            "runner: warning: sandbox local runs every command on this machine with your "
-            "rights (no isolation); --sandbox docker isolates them, --sandbox local or "
-            "--quiet silences this",
-            err=True,
-        )
+        if not quiet:
+            _print_notices(compiled, file, sandbox, values if sets is None else None)
     from ..core.snapshot_keys import snapshots_disabled
 
     with snapshots_disabled() if no_cache else contextlib.nullcontext():
@@ -358,6 +391,48 @@ def run(
             started,
         )
     sys.exit(code)
+
+
+def _print_notices(
+    compiled: Any, file: str, sandbox: str | None, values: dict[str, Any] | None
+) -> None:
+    """What the overrides changed, and the no-isolation warning when ``--sandbox
+    local`` runs a file that chose another sandbox: once, after the file and
+    the inputs ``values`` are found valid (an input error is the only message
+    then; with ``--input-sets``, None: each set reports its own).  A file that
+    says ``sandbox: local`` itself chose it: no warning."""
+    notices = list(compiled.notes)
+    if sandbox == "local":
+        chosen = _file_sandbox(file)
+        if chosen != "local":
+            notices.append(
+                f"warning: --sandbox local runs this file's commands (written for sandbox "
+                f"{chosen}) on this machine with your rights, with no isolation; "
+                "-q silences this"
+            )
+    if not notices:
+        return
+    from ..core.errors import SessionInputError
+    from ..core.progress import terminal_safe
+    from ..engine.dependencies import resolve_inputs
+
+    agent = compiled.agent
+    try:
+        if values is not None:
+            resolve_inputs(values, [*agent.declared_inputs, *agent.plan.dependencies])
+    except SessionInputError as exc:
+        _fail(terminal_safe(str(exc)))
+    for notice in notices:
+        click.echo(f"runner: {notice}", err=True)
+
+
+def _file_sandbox(file: str) -> str:
+    """The sandbox FILE itself names (``none`` if it names none)."""
+    from ..config.yaml_loader import load_file
+
+    data = load_file(file).data
+    environment = (data.get("agent") or {}).get("environment") or {}
+    return str(environment.get("sandbox", "none"))
 
 
 @contextlib.contextmanager
@@ -405,7 +480,7 @@ async def _run_parallel(
     emit_json = _json_writer(as_json)
     # Compiled once per set: each set's save: steps write into its own folder.
     agents = [
-        _compile(file, output_dir=str(output_dir / str(index + 1)), **overrides).agent
+        _compile(file, output_dir=str(output_dir / str(index + 1)), notes=False, **overrides).agent
         for index in range(len(sets))
     ]
     traces = [CloseTrace() for _ in sets]

@@ -4,7 +4,9 @@ A CI job runs the file on Docker, a laptop on the local sandbox.  Switching
 backends keeps the hooks and the options every backend takes, and leaves out
 the options of the old backend that the new one has no use for (a Docker
 ``memory`` means nothing to the local sandbox); they are named in the notes,
-so the switch is never silent.
+so the switch is never silent.  Hooks marked ``cache: true`` run on a
+backend that cannot snapshot (the local sandbox) as ``--no-cache`` runs them:
+their ``on_create`` in every session, with a note saying so.
 """
 
 from __future__ import annotations
@@ -44,9 +46,29 @@ def apply_overrides(
         environment["sandbox"] = backend = sandbox
         if dropped:
             notes.append(f"--sandbox {sandbox}: ignoring {', '.join(dropped)} of the file")
+        if not backend_class(sandbox).can_snapshot:
+            notes += _uncache(environment, sandbox)
     if image is not None:
         if backend not in BACKENDS or "image" not in backend_class(backend).options:
             raise OverrideError(f"--image applies to sandbox docker or mistral, not {backend}")
         environment["image"] = image
     agent["environment"] = environment
     return data, notes
+
+
+def _uncache(environment: dict[str, Any], sandbox: str) -> list[str]:
+    """Drop ``cache: true`` from the hooks (a backend that cannot snapshot), and say so."""
+    hooks = environment.get("hooks")
+    if not isinstance(hooks, list):
+        return []
+    cached = []
+    for index, hook in enumerate(hooks):
+        if isinstance(hook, dict) and hook.get("cache") is True:
+            cached.append(str(hook.get("name") or hook.get("uses") or hook.get("python") or index))
+            hooks[index] = {k: v for k, v in hook.items() if k != "cache"}
+    if not cached:
+        return []
+    return [
+        f"--sandbox {sandbox} cannot snapshot: cached hook {', '.join(cached)} (cache: true) "
+        "runs its on_create in every session, as with --no-cache"
+    ]

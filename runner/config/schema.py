@@ -169,8 +169,23 @@ def _message(error: Any, path: tuple, custom: str | None) -> tuple[tuple, str, b
         if error.validator_value == "integer" and isinstance(error.instance, float):
             hint = f"; write {int(error.instance)}" if error.instance.is_integer() else ""
             return path, f"expected an integer, got {got}{hint}", False
+        if error.validator_value == "boolean" and str(error.instance).lower() in _YAML11_BOOLS:
+            word = _YAML11_BOOLS[str(error.instance).lower()]
+            return (
+                path,
+                f"expected boolean, got the string {error.instance!r}: YAML 1.2 reads "
+                f"yes/no/on/off as strings; write {word}",
+                False,
+            )
         return path, f"expected {error.validator_value}, got {got}", False
     return path, error.message, False
+
+
+#: YAML 1.1's other spellings of true and false: strings in YAML 1.2, which the loader reads.
+_YAML11_BOOLS = {
+    **dict.fromkeys(("yes", "y", "on"), "true"),
+    **dict.fromkeys(("no", "n", "off"), "false"),
+}
 
 
 def _type_name(value: Any) -> str:

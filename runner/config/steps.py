@@ -191,12 +191,28 @@ class RunStep(Step):
             cwd=self.cwd.render(context) if self.cwd else None,
         )
         if self.check and result.exit_code != 0:
-            reason = "timed out" if result.timed_out else f"exited {result.exit_code}"
+            reason = (
+                self._timed_out(ctx.sandbox) if result.timed_out else f"exited {result.exit_code}"
+            )
             detail = result.stderr.strip() or result.stdout.strip()
             raise StepFailedError(
                 f"command {reason}" + (f": {detail}" if detail else ""), exit_code=result.exit_code
             )
         return {"exit_code": result.exit_code, "timed_out": result.timed_out}
+
+    def _timed_out(self, sandbox: Any) -> str:
+        """ "timed out after 30s", and the key that sets the limit."""
+        if self.timeout_seconds:
+            return (
+                f"timed out after {self.timeout_seconds:g}s (the step's timeout_seconds; "
+                "raise it for a longer command)"
+            )
+        default = getattr(sandbox, "default_exec_timeout_seconds", None)
+        after = f" after {default:g}s" if isinstance(default, int | float) else ""
+        return (
+            f"timed out{after} (the environment's default_exec_timeout_seconds; give the "
+            "step timeout_seconds: N for a longer command)"
+        )
 
 
 class WriteStep(Step):
@@ -251,7 +267,11 @@ class SaveStep(Step):
         except FileNotFoundError:
             if self.missing_ok:
                 return {"skipped": "missing"}
-            raise
+            raise StepFailedError(
+                f"{self.path.render(context)} does not exist in the sandbox, so nothing was "
+                "saved; add missing_ok: true to the step if it may be absent",
+                exit_code=1,
+            ) from None
         return {"bytes": size, "host_path": str(target)}
 
 

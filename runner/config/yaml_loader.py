@@ -14,6 +14,10 @@ Python data itself, so that:
 - scalars resolve by the YAML 1.2 core schema: only ``true``/``false`` are
   booleans, ``yes``/``no``/``on``/``off`` stay strings, and a number with a
   leading zero (``0755``) stays a string.
+
+The common YAML mistakes get a hint that names the fix (``_syntax_hint``):
+a tab in the indentation, a value starting with ``{{`` left unquoted (YAML
+reads it as a mapping), and ``: `` inside an unquoted value.
 """
 
 from __future__ import annotations
@@ -183,7 +187,11 @@ class _Builder:
                 self.problem(key_node, path, "merge keys (<<) are not allowed")
                 continue
             if not isinstance(key_node, ScalarNode):
-                self.problem(key_node, path, "mapping keys must be plain strings")
+                template = _template_value(self.document.text, node, path)
+                if template is not None:
+                    self.problem(node, path, template)
+                else:
+                    self.problem(key_node, path, "mapping keys must be plain strings")
                 continue
             key = key_node.value
             line = key_node.start_mark.line + 1
@@ -218,6 +226,121 @@ class _Builder:
         return value
 
 
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+def _line(text: str, index: int) -> str:
+    lines = _lines(text)
+    return lines[index].rstrip("\r") if 0 <= index < len(lines) else ""
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a YAML quoted scalar: double quotes unless it holds ``"`` or ``\\``."""
+    if '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    return "'" + value.replace("'", "''") + "'"
+
+
+#: A key (after an optional ``- ``) and the ``:`` that ends it, at the start of a line.
+_KEY = re.compile(r"^(\s*(?:-\s+)*)([^\s:#'\"{\[][^:#]*?)\s*:(?:\s|$)")
+#: A ``{{`` where a plain scalar would start: at the line's start, after ``- ``, ``: ``,
+#: or inside a flow collection after ``[``, ``{`` or ``,``.
+_TEMPLATE_START = re.compile(r"(?:^\s*|(?<=[:\-])\s+|(?<=[\[,])\s*)\{\{")
+
+TEMPLATE_HINT = "YAML: quote a value that starts with {{ (YAML reads {{ x }} as a mapping)"
+
+
+def _template_fix(prefix: str, value: str, where: JsonPath = ()) -> str:
+    """``write KEY: "VALUE"`` for a ``{{`` value, as the line would read quoted."""
+    key = _KEY.match(prefix + " ")
+    if prefix.rstrip().endswith(":") and key is not None:
+        return f"write {key.group(2)}: {_quoted(value)}"
+    if prefix.strip().endswith("-") or (where and isinstance(where[-1], int)):
+        return f"write - {_quoted(value)}"
+    if where and isinstance(where[-1], str):
+        return f"write {where[-1]}: {_quoted(value)}"
+    return 'write it in quotes, e.g. env: {N: "{{ x }}"}'
+
+
+def _template_value(text: str, node: MappingNode, path: JsonPath) -> str | None:
+    """The hint when a mapping ``node`` is really an unquoted ``{{ ... }}`` value."""
+    start, end = node.start_mark, node.end_mark
+    line = _line(text, start.line)
+    if not line[start.column :].startswith("{{"):
+        return None
+    fix = 'write it in quotes, e.g. env: {N: "{{ x }}"}'
+    if end.line == start.line:
+        fix = _template_fix("", line[start.column : end.column], path)
+    return f"{TEMPLATE_HINT}; {fix}"
+
+
+def _template_on_line(text: str, index: int) -> tuple[int, int, str] | None:
+    """An unquoted ``{{`` value on line ``index``: its (line, column) and the hint."""
+    line = _line(text, index)
+    for match in _TEMPLATE_START.finditer(line):
+        column = match.end() - 2
+        before = line[:column]
+        if before.count('"') % 2 or before.count("'") % 2:
+            continue  # inside a quoted scalar: a template in quotes is fine
+        flow = any(c in before for c in "[{")
+        value = line[column:]
+        comment = value.find(" #")
+        value = (value[:comment] if comment >= 0 else value).rstrip()
+        fix = (
+            'write it in quotes, e.g. env: {N: "{{ x }}"}'
+            if flow
+            else _template_fix(before.rstrip(), value)
+        )
+        return index + 1, column + 1, f"{TEMPLATE_HINT}; {fix}"
+    return None
+
+
+def _syntax_hint(text: str, exc: yaml.MarkedYAMLError) -> tuple[int, int, str] | None:
+    """(line, column, message) naming the fix, for the YAML mistakes people make most."""
+    mark = exc.problem_mark or exc.context_mark
+    if mark is None:
+        return None
+    problem = exc.problem or ""
+    line = _line(text, mark.line)
+    found = line[mark.column : mark.column + 1]
+    if found == "\t" or "tab" in problem:
+        indent = len(line) - len(line.lstrip(" \t"))
+        column = line.find("\t", 0, indent) if "\t" in line[:indent] else mark.column
+        return (
+            mark.line + 1,
+            column + 1,
+            "YAML: a tab character; YAML indents with spaces only, replace the tab with spaces",
+        )
+    for index in dict.fromkeys(
+        m.line for m in (exc.context_mark, exc.problem_mark) if m is not None
+    ):
+        template = _template_on_line(text, index)
+        if template is not None:
+            return template
+    if problem.startswith("mapping values are not allowed"):
+        key = _KEY.match(line)
+        if key is not None and key.end() <= mark.column:
+            fix = (
+                f"write {key.group(2)}: | and the value on the next line, indented "
+                "further (or quote the whole value)"
+            )
+        else:
+            fix = "write the value as a block scalar (key: | and the value on the next line)"
+        return (
+            mark.line + 1,
+            mark.column + 1,
+            f'YAML: ": " inside an unquoted value starts a new key; {fix}',
+        )
+    if found in ("@", "`") and "cannot start any token" in problem:
+        return (
+            mark.line + 1,
+            mark.column + 1,
+            f"YAML: a value cannot start with {found} unquoted; quote the whole value",
+        )
+    return None
+
+
 def load_text(text: str, *, file: str) -> Document:
     """Parse one YAML document; raise ``ConfigError`` listing every problem found."""
     if len(text.encode("utf-8", errors="replace")) > MAX_BYTES:
@@ -238,8 +361,11 @@ def load_text(text: str, *, file: str) -> Document:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        message = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
-        raise ConfigError([ConfigProblem(file, line, column, f"YAML syntax: {message}")]) from None
+        message = f"YAML syntax: {' '.join(p for p in (exc.context, exc.problem) if p) or exc}"
+        hint = _syntax_hint(text, exc)
+        if hint is not None:
+            line, column, message = hint
+        raise ConfigError([ConfigProblem(file, line, column, message)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigProblem(file, 1, 1, f"YAML: {exc}")]) from None
     finally:

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ..core.errors import AgentsError
 from ..core.events import emit
 from ..core.hooks import SandboxCallbackContext, SandboxHook
 from ..core.redaction import scrub
@@ -213,12 +214,15 @@ async def _destroy_all(
                 plan.name, "on_destroy", type(exc).__name__, scrub(str(exc), secrets)
             )
             failures.append(failure)
-            # The traceback repeats the message, so it is left out when that held a secret.
+            # The traceback repeats the message, so it is left out when that held a
+            # secret; and for an error raised on purpose (a step that failed, a file
+            # that was not there), whose message already says what to do.
+            traceback = failure.message == str(exc) and not isinstance(exc, AgentsError)
             logger.error(
                 "%s (session %s)",
                 failure,
                 sandbox.session_id,
-                exc_info=exc if failure.message == str(exc) else None,
+                exc_info=exc if traceback else None,
             )
 
 
