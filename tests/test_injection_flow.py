@@ -45,6 +45,7 @@ PAYLOADS = {
     "split-printf": "-v a[$(touch${IFS}CANARY_PRINTF)] x",
     "read-d": "x a[$(touch${IFS}CANARY_READ)]",
     "glob-name": "za[$(touch CANARY_GLOB)]",
+    "tar": "--use-compress-program=touch CANARY_TAR #",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -173,6 +174,9 @@ FLOWS = [
     # carriage return never gets this far: YAML and Jinja make it a newline.)
     ("review6", "echo {{ x.v }} > f; X=\vtrue sh f", ()),
     ("review6", "echo {{ x.v }} > f; X=\ftrue sh f", ()),
+    # tar * reads a file name as an option: fallocate made it (in the default
+    # mode any program given a value as an argument may make a file it names)
+    ("review8", "echo n > n.txt; fallocate -l1 -- {{ x.tar }}; tar -cf b.tar *", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
@@ -345,6 +349,11 @@ STRICT_FLOWS = [
         ' -m {{ x.split_or }}; t="$(git log -1 --format=%s)"; if [ -n $t ]; then echo "$t"; fi',
         ["git"],
     ),
+    # the eighth review: text tree-sitter keeps as a leaf where bash expands
+    ('V={{ x.cmd }}; n=o.txt; echo "${n%$(eval "$V")}"', ["grep"]),
+    ('V={{ x.name }}; f=a.txt; echo "${f%.${EXT[V]}}"', ["grep"]),
+    ('V={{ x.cmd }}; echo "${L:-\'$(eval "$V")\'}"', ["grep"]),
+    ("V={{ x.name }}; cat <<EOF\ncount: $[V]\nEOF", ["grep"]),
     # jobs -x runs a command: followed like a wrapper
     ("printf '%s\\n' {{ x.make }} > Makefile; jobs -x make -s", ["grep"]),
     ("T={{ x.cmd }}; export T; jobs -x bash -c 'eval \"$T\"'", ["grep"]),

@@ -347,6 +347,8 @@ class _Check:
         #: write files read one as content (``programs_beside_files``)
         self.value_in_file = False
         self.content_written = False
+        #: Commands that got a value as an argument and may have made a file of it.
+        self.makers: set[int] = set()
         self.made: set[str] = set()
         #: starts of the commands whose output carries a value read from a file
         self.extra_starts: set[int] = set()
@@ -394,6 +396,50 @@ class _Check:
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        return False
+
+    def unparsed_expansion(self) -> Any:
+        """Text tree-sitter keeps as a leaf where bash expands: a ``${x%PAT}``
+        or ``=~`` pattern (``regex``) or a ``${x:-WORD}`` operand holding
+        ``$( )``, backticks, ``$[`` or ``${``; single quotes inside a
+        ``${ }`` (in ``"${x:-'$(cmd)'}"`` bash does not read them as quotes);
+        and ``$[`` (old arithmetic) wherever bash reads it.  The first such
+        node, or None."""
+        tree = self.tree
+        for node in tree.nodes:
+            kind = node.type
+            if kind not in ("regex", "raw_string", "word"):
+                continue
+            if kind != "regex" and tree.inside(node, ("expansion",)) is None:
+                continue
+            text = self.text(node)
+            markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
+            if any(marker in text for marker in markers):
+                return node
+        for match in re.finditer(rb"\$\[", self.source):
+            node = tree.root.descendant_for_byte_range(match.start(), match.end())
+            parsed = tree.inside(node, ("arithmetic_expansion",)) is not None or (
+                node.type == "arithmetic_expansion"
+            )
+            if not parsed and not self.literal_here(node):  # parsed: the arithmetic pass judges it
+                return node
+        return None
+
+    def literal_here(self, node: Any) -> bool:
+        """Does bash keep the text of ``node`` as it is: a single-quoted word
+        (not inside a ``${ }``), a comment, or a quoted heredoc's body?"""
+        tree = self.tree
+        if tree.inside(node, ("expansion",)) is not None:
+            return False
+        while node is not None:
+            if node.type in ("raw_string", "comment"):
+                return True
+            if node.type == "heredoc_body":
+                start = next(
+                    (c for c in tree.parent(node).children if c.type == "heredoc_start"), None
+                )
+                return start is not None and any(q in self.text(start) for q in "'\"\\")
+            node = tree.parent(node)
         return False
 
     def control_blank(self) -> Any:
@@ -1491,6 +1537,12 @@ class _Check:
             self.content_written = True  # it may write what it read to any file
         if via == "argv" and name in self._MAKERS | {"mkdir", "mkfifo", "mknod", "truncate"}:
             self.content_written = True  # touch {{ x }}: the value is a file name now
+        elif via == "argv" and self.consumers is None and name not in BUILTINS | STREAM_FILTERS:
+            # fallocate, sort -o, mktemp {{ x }}: any program may make a file
+            # the value names (a later `tar *` reads the name as an option).
+            # (Strict mode runs no executor but a consumer anyway.)
+            self.content_written = True
+            self.makers.add(key)  # judged as a receiver, not again as a reader
         if self.consumers is not None:
             allowed = name in self.consumers or name in STRICT_RECEIVERS
             if name in STDIN_BUILTINS and via != "stdin":
@@ -1651,6 +1703,8 @@ class _Check:
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name is None or resolved.name in BUILTINS:
                 continue  # builtins that run code are refused as constructs
+            if command.id in self.makers:
+                continue
             row, column = resolved.name_node.start_point
             if (row + 1, column + 1) in refused:
                 continue  # refused already, as a reader or a receiver
@@ -1759,7 +1813,7 @@ class _Check:
         has_values = bool(self.sentinels) or bool(self.env_tainted)
         error = next((n for n in self.tree.nodes if self.misparsed(n)), None)
         if error is None and has_values:
-            error = self.control_blank()
+            error = self.control_blank() or self.unparsed_expansion()
         if error is not None and has_values:
             self.refuse("syntax", error, index=None)
             return self.findings
