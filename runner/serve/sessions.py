@@ -37,9 +37,7 @@ import logging
 import os
 import threading
 import time
-import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +45,26 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
-from ..core.errors import SessionInputError
 from ..core.events import add_secrets, emit, listen, scrubbed
 from ..core.redaction import scrub
 from ..engine.inputs import SessionInput, closest, secret_strings
-from ..engine.lifecycle import LifecyclePlan, open_sandbox, resume_sandbox
+from ..engine.lifecycle import LifecyclePlan, open_sandbox
 from ..engine.session import Session
-from ..sandboxes.registry import backend_class
 from .journal import follow_hook_clock, journal_steps, journal_turn, record_hook_point
+from .live import (
+    SECRET_REFERENCE,
+    AgentFile,
+    ApiError,
+    Live,
+    PythonCompiled,
+    agent_hash,
+    resolve_inputs_of,
+)
+from .recovery import Recovery
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
 
-#: How many sessions a server takes over at one look (PostgreSQL), so that
-#: the servers looking at the same time share a dead server's sessions.
-TAKEOVER_BATCH = 8
 #: How many open sessions (not closed or failed) a server holds by default
 #: (``--max-sessions``): the bench runs 100 concurrent sessions without a
 #: failure, and each open session holds a workspace or container with its
@@ -71,74 +74,13 @@ DEFAULT_MAX_SESSIONS = 100
 #: backend does not answer (the Docker engine restarting, a cloud API outage),
 #: by default, before it fails the session.
 DEFAULT_REATTACH_TIMEOUT = 60.0
-#: The longest pause between two of those tries.
-REATTACH_MAX_DELAY = 8.0
 #: What a ``503`` beyond ``--max-sessions`` tells the client to wait (seconds).
 RETRY_AFTER_SECONDS = 5
 
 #: What the store holds in place of a secret input's value.
-SECRET_REFERENCE = {"$secret": "held in the server's memory only; never stored"}
 
 
-class ApiError(Exception):
-    """An error the API answers with ``{"error": code, "message": ...}``."""
-
-    def __init__(
-        self, status: int, code: str, message: str, *, headers: Sequence[tuple[str, str]] = ()
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = list(headers)
-
-
-@dataclass
-class AgentFile:
-    """An agent the server serves: its name and the YAML file it is compiled
-    from, or (``--agent NAME=MODULE:ATTR``) the Python ``runner.Agent`` itself."""
-
-    name: str
-    path: Path | None
-    backend: str
-    #: A Python agent: the ``runner.Agent`` object every session of it shares.
-    python: Any = None
-    #: A Python agent's ``MODULE:ATTR``.
-    reference: str = ""
-
-    def describe(self) -> str:
-        return f"{self.reference} (--agent)" if self.python is not None else str(self.path)
-
-
-class PythonCompiled:
-    """What ``compile_file`` gives for a YAML agent, for a Python one: the agent
-    and its inputs by ``input_id`` (those the ``Agent`` declares with
-    ``inputs=`` and those its hooks' ``Depends`` ask for)."""
-
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.inputs = {
-            dependency.input_id: dependency
-            for dependency in [*agent.declared_inputs, *agent.plan.dependencies]
-        }
-
-
-@dataclass
-class Live:
-    """A session this process is running: its compile, its inputs, its ``Session``."""
-
-    compiled: Any
-    inputs: dict[str, SessionInput]
-    session: Session | None = None
-    #: The name the agent is served under (a Python agent's may differ from ``Agent.name``).
-    agent_name: str = ""
-    #: The sandbox once it exists (its Python hooks get a journaling wrapper of it).
-    sandbox: Any = None
-    #: One turn at a time (``Session`` has its own lock; this one also covers the status).
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-
-
-class Sessions:
+class Sessions(Recovery):
     def __init__(
         self,
         *,
@@ -362,7 +304,7 @@ class Sessions:
                     else f"declared: {', '.join(sorted(compiled.inputs)) or 'none'}"
                 )
                 raise ApiError(400, "bad_input", f"inputs: unknown input {input_id!r}; {hint}")
-        resolved = _resolve(compiled, raw)
+        resolved = resolve_inputs_of(compiled, raw)
         stored = {
             input_id: SECRET_REFERENCE
             if compiled.inputs[input_id].input_class.__secret__
@@ -407,7 +349,7 @@ class Sessions:
             inputs=stored,
             idempotency_key=key,
             fingerprint=fingerprint,
-            file_hash=_agent_hash(agent),
+            file_hash=agent_hash(agent),
             backend=agent.backend,
             owner=self.owner,
         )
@@ -612,266 +554,6 @@ class Sessions:
 
     # --- resume -------------------------------------------------------------
 
-    async def resume_all(self) -> list[str]:
-        """Pick up every session a stopped server left open (on PostgreSQL:
-        those no live server holds); returns their ids.
-
-        First the store's durable containers that no open session records are
-        removed: a pool's unclaimed ones, or one created just before the stop,
-        before the server could record it (that session then starts afresh).
-        On PostgreSQL, only the containers of the sessions taken (other servers'
-        pools and sessions are theirs)."""
-        rows = self._claim_open()
-        await self._resume_rows(rows)
-        return [row.id for row in rows]
-
-    async def watch_claims(self, interval: float) -> None:
-        """On PostgreSQL, every ``interval`` seconds: check this server still
-        holds its sessions (else raise ``StoreError``: stop), and take over the
-        open sessions no live server holds (their server died)."""
-        while True:
-            await anyio.sleep(interval)
-            self.store.check_alive()
-            rows = self._claim_open()
-            if rows:
-                logger.warning(
-                    "taking over %d session(s) a stopped server left: %s",
-                    len(rows),
-                    ", ".join(row.id for row in rows),
-                )
-                await self._resume_rows(rows)
-
-    def _claim_open(self) -> list[SessionRow]:
-        """Claim the open sessions no server holds; their rows as they are now.
-
-        On PostgreSQL, up to ``--max-sessions`` held at once and
-        ``TAKEOVER_BATCH`` a look, so that servers looking at the same time
-        share a dead server's sessions; a draining server takes none."""
-        taken: list[SessionRow] = []
-        if self.draining:
-            return taken
-        room = (
-            None
-            if self.store.exclusive
-            else min(TAKEOVER_BATCH, self.max_sessions - len(self._mine))
-        )
-        for session_id, agent in self.store.open_ids():
-            if room is not None and len(taken) >= room:
-                break
-            if session_id in self._mine:
-                continue
-            if not self.store.exclusive and agent not in self.agents:
-                continue  # left for a server that serves its agent
-            if not self.store.claim(session_id):
-                continue
-            row = self.store.session(session_id)  # read again now that it is ours
-            if row is None or row.status in FINAL_STATUSES:
-                self.store.release(session_id)  # it finished meanwhile
-                continue
-            self.store.take(session_id, self.owner)
-            row.owner, row.server_id = self.owner, self.store.server_id
-            self._mine.add(session_id)
-            taken.append(row)
-        return taken
-
-    async def _resume_rows(self, rows: list[SessionRow]) -> None:
-        """Before any step runs again, each backend ends what the stopped
-        server left running (containers no session records, processes of a
-        cut-off command); then every session resumes."""
-        exclusive = self.store.exclusive
-        names = (
-            {agent.backend for agent in self.agents.values()}
-            if exclusive
-            else {row.backend for row in rows}
-        )
-        for name in sorted(names):
-            mine = [row for row in rows if row.backend == name]
-            try:
-                backend = backend_class(name)
-            except KeyError:
-                continue  # failed by _resume: no server serves it
-            said = await backend.recover(
-                [row.sandbox for row in mine if row.sandbox],
-                owner=self.store.id,
-                sessions=None if exclusive else {row.id for row in mine},
-            )
-            for line in said:
-                logger.warning("%s", line)
-        for row in rows:
-            self.tg.start_soon(self._resume_guarded, row)
-
-    async def _resume_guarded(self, row: SessionRow) -> None:
-        """Resume one session; whatever goes wrong fails that session only (not
-        the server, nor, on PostgreSQL, every server that takes it over next)."""
-        from .store.base import StoreError
-
-        try:
-            await self._resume(row)
-        except (StoreError, anyio.get_cancelled_exc_class()):
-            raise
-        except Exception as exc:
-            logger.exception("resuming session %s failed", row.id)
-            with contextlib.suppress(Exception):
-                self._fail(row.id, f"cannot resume: {type(exc).__name__}: {exc}")
-
-    async def _resume(self, row: SessionRow) -> None:
-        session_id = row.id
-        agent = self.agents.get(row.agent)
-        if agent is None:
-            await self._delete_orphan(row)
-            self._fail(session_id, f"agent {row.agent!r} is not served by this server")
-            return
-        secret = [i for i, v in row.inputs.items() if v == SECRET_REFERENCE]
-        if secret:
-            reason = (
-                f"the server restarted and the secret input(s) {', '.join(secret)} were held "
-                "only in its memory (secret values are never stored): the session cannot resume"
-            )
-            await self._delete_orphan(row)
-            self._fail(session_id, reason)
-            return
-        if _agent_hash(agent) != row.file_hash:
-            await self._delete_orphan(row)
-            if agent.python is not None:
-                why = (
-                    f"the hooks of {agent.reference} changed since the session started: "
-                    "its journal of finished hook points cannot be replayed on other hooks"
-                )
-            else:
-                why = (
-                    f"{agent.path} changed since the session started: "
-                    "its journal of finished steps cannot be replayed on another file"
-                )
-            self._fail(session_id, f"the server restarted and {why}")
-            return
-        try:
-            compiled = self._compile(agent, session_id)
-            inputs = _resolve(compiled, row.inputs)
-        except Exception as exc:
-            await self._delete_orphan(row)
-            self._fail(session_id, f"cannot resume: {exc}")  # input errors never quote a secret
-            return
-        live = Live(compiled=compiled, inputs=inputs, agent_name=agent.name)
-        self.live[session_id] = live
-        attempt = 1 + sum(
-            1 for _, event in self.store.events(session_id) if event["event"] == "session_resumed"
-        )
-        with listen(self._recorder(session_id, live)):  # resumes are visible in its events
-            emit(
-                "session_resumed",
-                session_id=session_id,
-                attempt=attempt,
-                status=row.status,
-                server=self.owner,
-            )
-        if row.sandbox is None:  # stopped before its sandbox existed: start afresh
-            # one made but not yet recorded goes first (a cloud instance)
-            await _discard_unrecorded(compiled.agent.environment, session_id)
-            await self._start(session_id, live)
-            return
-        sandbox, problem = await _reattach(
-            compiled.agent.environment, row, retry_for=self.reattach_timeout
-        )
-        if sandbox is None:
-            self._fail(session_id, f"the server restarted and {problem}")
-            return
-        live.sandbox = sandbox  # its Python hooks get a journaling wrapper of it
-        plan = compiled.agent.plan
-        if row.status == "starting":
-            completed = self.store.finished_hooks(session_id, "on_create")
-
-            async def work() -> None:
-                await resume_sandbox(
-                    sandbox,
-                    plan,
-                    inputs,
-                    completed=completed,
-                    cleanup_timeout_seconds=compiled.agent.environment.cleanup_timeout_seconds,
-                )
-                self._opened(session_id, live, sandbox, plan)
-                emit("session_started", session_id=session_id, agent=agent.name)
-
-            await self._guarded_start(session_id, live, work)
-        elif row.status == "closing":
-            created = self.store.finished_hooks(session_id, "on_create")
-            destroyed = self.store.finished_hooks(session_id, "on_destroy")
-            owed = LifecyclePlan(
-                tuple(h for i, h in enumerate(plan.hooks) if i in created and i not in destroyed)
-            )
-            self._opened(session_id, live, sandbox, owed)
-            closing = live.session
-            assert closing is not None
-            await self._in_session(session_id, live, lambda: closing.close(reason="resumed"))
-            self._finish_close(session_id, closing)
-        else:
-            self._opened(session_id, live, sandbox, plan)
-            session = live.session
-            assert session is not None
-            if row.conversation:
-                session.restore_conversation(row.conversation)
-            if row.status == "running":
-                message = self.store.finished_step(session_id, TURN, "turn:message", 0)
-                if message is None:  # stopped before the turn was recorded
-                    turn = {
-                        "status": "failed",
-                        "text": None,
-                        "error": "the server stopped during this turn; send the message again",
-                    }
-                    self._set(session_id, status="waiting", result={"turn": turn})
-                    return
-                # The turn goes on: its recorded replies and tool calls replayed,
-                # the cut-off call run again, then on with the model.
-                async with live.lock:
-                    await self._turn(session_id, live, message["text"])
-
-    async def _delete_orphan(self, row: SessionRow) -> None:
-        """Delete the sandbox of a session that cannot resume (no hook runs)."""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the local backend's no-isolation warning
-                environment = backend_class(row.backend)()
-        except Exception as exc:
-            logger.error("cannot delete the %s sandbox of %s: %s", row.backend, row.id, exc)
-            return
-        if row.sandbox is None:  # killed while creating it: found by its name
-            await _discard_unrecorded(environment, row.id)
-            return
-        await _discard(environment, row)
-
-
-def _agent_hash(agent: AgentFile) -> str:
-    """What the journal's positions depend on, stored with each session and
-    compared at resume: a YAML agent's file (sha256 of its bytes); a Python
-    agent's reference and hook list (each position's name and class, and a
-    YAML hook's number of steps per point).  The code inside a Python hook is
-    not part of it: a hook point runs whole or not at all, whatever its code."""
-    if agent.python is None:
-        assert agent.path is not None
-        return hashlib.sha256(agent.path.read_bytes()).hexdigest()
-    from ..config.steps import StepsHook
-
-    shape = []
-    for hook_plan in agent.python.plan.hooks:
-        hook = hook_plan.hook
-        kind = type(hook)
-        entry = [hook_plan.name, f"{kind.__module__}.{kind.__qualname__}"]
-        if isinstance(hook, StepsHook):
-            entry += [len(hook.create_steps), len(hook.destroy_steps)]
-        shape.append(entry)
-    text = json.dumps({"python": agent.reference, "hooks": shape})
-    return "python:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def _resolve(compiled: Any, raw: Mapping[str, Any]) -> dict[str, SessionInput]:
-    """Validate inputs exactly as ``runner run`` does (same errors, same messages)."""
-    from ..engine.dependencies import resolve_inputs
-
-    agent = compiled.agent
-    try:
-        return resolve_inputs(raw, [*agent.declared_inputs, *agent.plan.dependencies])
-    except SessionInputError as exc:
-        raise ApiError(400, "bad_input", str(exc)) from None
-
 
 def _hide_secrets(text: str, live: Live) -> str:
     """``text`` without the session's secrets (outside the session's own
@@ -892,78 +574,3 @@ def _start_error(exc: BaseException, live: Live) -> str:
 def _sandbox_record(sandbox: Any) -> dict[str, Any]:
     """Where a sandbox is, so a restarted server can find it again."""
     return {"created_at": time.time(), **sandbox.record()}
-
-
-async def _discard(environment: Any, row: SessionRow) -> None:
-    """Delete the sandbox ``row`` records if it is still there (and is its session's)."""
-    try:
-        await environment.discard(row.sandbox or {}, session_id=row.id)
-    except Exception as exc:
-        logger.error("deleting the sandbox of %s failed: %s", row.id, exc)
-
-
-async def _discard_unrecorded(environment: Any, session_id: str) -> None:
-    """Delete the cloud instances named as the session's that it never recorded
-    (the server was killed while creating one); a failure is logged only:
-    the platform deletes them at their TTL."""
-    try:
-        deleted = await environment.discard_unrecorded(session_id)
-    except Exception as exc:
-        logger.error("%s", exc)
-        return
-    if deleted:
-        logger.warning(
-            "deleted %d cloud instance(s) session %s made but never recorded: %s",
-            len(deleted),
-            session_id,
-            ", ".join(deleted),
-        )
-
-
-async def _attach_retrying(attach: Callable[[], Awaitable[Any]], retry_for: float) -> Any:
-    """``attach()``, tried again while its backend does not answer
-    (``SandboxUnreachableError``), with doubling pauses (0.5 s up to
-    ``REATTACH_MAX_DELAY``), for up to ``retry_for`` seconds; then its error."""
-    from ..core.errors import SandboxUnreachableError
-
-    deadline = anyio.current_time() + retry_for
-    delay = 0.5
-    while True:
-        try:
-            return await attach()
-        except SandboxUnreachableError as exc:
-            left = deadline - anyio.current_time()
-            if left <= 0:
-                raise
-            logger.warning("%s; trying again in %.1f s", exc, min(delay, left))
-            await anyio.sleep(min(delay, left))
-            delay = min(delay * 2, REATTACH_MAX_DELAY)
-
-
-async def _reattach(environment: Any, row: SessionRow, *, retry_for: float = 0) -> tuple[Any, str]:
-    """The sandbox of ``row`` again, or (None, why it cannot be found).
-
-    A sandbox that cannot be re-attached (gone, stopped, another session's, a
-    cloud instance that lost its disk) is deleted if it is still there and
-    is this session's: nothing is left behind.  A backend that does not
-    answer is tried again for ``retry_for`` seconds first.
-    """
-    from ..core.errors import SandboxUnavailableError
-
-    record = row.sandbox or {}
-    try:
-        sandbox = await _attach_retrying(
-            lambda: environment.reattach(record, session_id=row.id), retry_for
-        )
-    except SandboxUnavailableError as exc:
-        await _discard(environment, row)
-        return None, _why_not_attached(exc, retry_for)
-    return sandbox, ""
-
-
-def _why_not_attached(exc: Exception, retry_for: float) -> str:
-    from ..core.errors import SandboxUnreachableError
-
-    if isinstance(exc, SandboxUnreachableError):
-        return f"its sandbox's backend did not answer for {retry_for:g} s ({exc})"
-    return f"its sandbox is gone ({exc})"
