@@ -1,5 +1,6 @@
-"""``python -m runner`` is the ``runner`` command."""
+"""``python -m runner`` is the ``runner`` command (same name in its help and
+its shell completion)."""
 
 from .cli.main import main
 
-main()
+main(prog_name="runner")
