@@ -177,6 +177,10 @@ FLOWS = [
     # tar * reads a file name as an option: fallocate made it (in the default
     # mode any program given a value as an argument may make a file it names)
     ("review8", "echo n > n.txt; fallocate -l1 -- {{ x.tar }}; tar -cf b.tar *", ()),
+    # ninth review: "!" before a compound command made tree-sitter read "{"
+    # (and if, then, fi...) as a command, hiding the eval inside
+    ("review9", 'V={{ x.cmd }}; ! { eval "$V"; }', ()),
+    ("review9", 'V={{ x.cmd }}; ! if true; then eval "$V"; fi', ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
@@ -354,6 +358,11 @@ STRICT_FLOWS = [
     ('V={{ x.name }}; f=a.txt; echo "${f%.${EXT[V]}}"', ["grep"]),
     ('V={{ x.cmd }}; echo "${L:-\'$(eval "$V")\'}"', ["grep"]),
     ("V={{ x.name }}; cat <<EOF\ncount: $[V]\nEOF", ["grep"]),
+    # the ninth review: a ${ } operand inside arithmetic; ! (( )) read as
+    # two subshells by tree-sitter, as arithmetic by bash
+    ('V={{ x.name }}; n=1; echo "total: $(( ${n:+V} ))"', ["grep"]),
+    ("V={{ x.name }}; n=1; echo $(( ${n/1/V} ))", ["grep"]),
+    ("read -r n <<< {{ x.name }}; if ! (( n > 1 )); then echo small; fi", ["grep"]),
     # jobs -x runs a command: followed like a wrapper
     ("printf '%s\\n' {{ x.make }} > Makefile; jobs -x make -s", ["grep"]),
     ("T={{ x.cmd }}; export T; jobs -x bash -c 'eval \"$T\"'", ["grep"]),

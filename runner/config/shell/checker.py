@@ -127,6 +127,33 @@ _TEST_OPERATORS = frozenset([
     "-t", "-g", "-u", "-k", "-O", "-G", "-N",
 ])
 # fmt: on
+#: Shell reserved words: a "command" by one of these names is a misparse.
+_KEYWORDS = frozenset(
+    {
+        "!",
+        "{",
+        "}",
+        "if",
+        "then",
+        "elif",
+        "else",
+        "fi",
+        "for",
+        "while",
+        "until",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "in",
+        "select",
+        "function",
+        "time",
+        "coproc",
+        "[[",
+        "]]",
+    }
+)
 #: test's binary operators (-a and -o left out: after them test reads a new term).
 _BINARY_TEST_OPERATORS = frozenset(
     {"=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef"}
@@ -388,6 +415,8 @@ class _Check:
             return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
         if node.type == "comment":
             return not self.starts_a_word(node.start_byte)
+        if node.type == "subshell" and self.source[node.start_byte : node.start_byte + 2] == b"((":
+            return True  # ! (( n > 1 )): tree-sitter reads two subshells, bash arithmetic
         if node.type in ("file_redirect", "herestring_redirect"):
             # tree-sitter files the words after `>/dev/null` as more destinations;
             # bash gives them to the command as arguments
@@ -651,6 +680,9 @@ class _Check:
                 )
             return
         name, arguments = resolved.name, resolved.arguments
+        if name in _KEYWORDS:  # ! { eval "$V"; }: tree-sitter made "{" a command
+            self.refuse("syntax", resolved.name_node, f"{name} read as a command")
+            return
         statics = [self.fixed(a) for a in arguments]
         path = self.tree.static(resolved.name_node) or ""
         parts = [part for part in path.split("/") if part not in ("", ".")]
@@ -1091,6 +1123,10 @@ class _Check:
             if kind in ("command_substitution", "process_substitution", "raw_string", "string"):
                 detail = "" if self.carries(node) else self.text(node)[:40]
                 self.refuse("arithmetic", node, detail, index=self.origin(node))
+                continue
+            if kind == "expansion" and any(tree.field(c) == "operator" for c in node.children):
+                # ${n:+V}, ${n/1/V}: bash evaluates the operand's text as arithmetic
+                self.refuse("arithmetic", node, self.text(node)[:40], index=self.origin(node))
                 continue
             if kind in ("simple_expansion", "expansion"):
                 name = self.expanded_name(node)
