@@ -172,15 +172,26 @@ async def test_cancellation_during_on_create_still_unwinds(backend) -> None:
     import anyio
 
     journal: list = []
+    blocked = anyio.Event()
 
     class Slow(agents.SandboxHook):
         async def on_create(self, ctx):
+            blocked.set()
             await anyio.sleep(30)
 
     hooks = [Recorder("a", journal), Slow()]
     agent = agents.Agent(model="m", environment=backend.environment(hooks=hooks))
-    with anyio.move_on_after(1.0):
-        await agent.start_session()
+    # Cancelled once the second hook runs (a wait on that, not on the clock:
+    # a Docker sandbox may take more than a second to start on a busy machine).
+    async with anyio.create_task_group() as tg:
+
+        async def cancel_when_blocked() -> None:
+            await blocked.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(cancel_when_blocked)
+        with anyio.fail_after(120):
+            await agent.start_session()
     assert points(journal) == [("a", "on_create"), ("a", "on_destroy")]
     assert backend.leftovers() == []
 
