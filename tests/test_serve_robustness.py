@@ -107,3 +107,40 @@ def test_running_out_of_descriptors_pauses_accepting_and_recovers(tmp_path: Path
                 sock.close()
         assert wait_for(lambda: serving(server), what="the server to answer again")
         assert server.process.poll() is None
+
+
+def test_http_details_a_client_expects(tmp_path: Path) -> None:
+    """405 says what is allowed (Allow); the bearer scheme's case is free;
+    Expect: 100-continue gets its 100 before the body is sent."""
+    from serve_process import TOKEN
+
+    with Server([agent_file(tmp_path)], tmp_path) as server:
+        with server.client() as client:
+            wrong = client.put("/v1/sessions")
+            assert wrong.status_code == 405
+            assert wrong.headers["allow"] == "GET, POST, HEAD"
+        with server.client(token=None) as client:
+            lower = client.get("/v1/sessions", headers={"authorization": f"bearer {TOKEN}"})
+            assert lower.status_code == 200
+            assert (
+                client.get("/v1/sessions", headers={"authorization": f"Basic {TOKEN}"}).status_code
+                == 401
+            )
+        address = urlsplit(server.url)
+        body = b'{"agent": "plain"}'
+        head = (
+            b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+            + b"Content-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+        )
+        with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+            sock.sendall(head)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 100 ")  # before any body
+            sock.sendall(body)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 201 "), answer

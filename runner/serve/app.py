@@ -39,8 +39,11 @@ class App:
         self._token = f"Bearer {token}".encode()
 
     def authorized(self, request: Request) -> bool:
-        given = request.headers.get("authorization", "").encode("utf-8", "replace")
-        return hmac.compare_digest(given, self._token)
+        """The bearer token, compared in constant time; the scheme's case is
+        free (RFC 9110 11.1: ``bearer`` is ``Bearer``)."""
+        scheme, _, token = request.headers.get("authorization", "").strip().partition(" ")
+        given = f"Bearer {token.strip()}".encode("utf-8", "replace")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._token)
 
     async def __call__(self, request: Request) -> Response | StreamResponse:
         if not self.authorized(request):
@@ -120,8 +123,15 @@ class App:
 
 
 def _allow(method: str, *allowed: str) -> None:
+    """405 with the ``Allow`` header RFC 9110 asks for (HEAD with every GET)."""
     if method not in allowed:
-        raise ApiError(405, "method_not_allowed", f"use {' or '.join(allowed)}")
+        methods = [*allowed, *(["HEAD"] if "GET" in allowed else [])]
+        raise ApiError(
+            405,
+            "method_not_allowed",
+            f"use {' or '.join(allowed)}",
+            headers=[("allow", ", ".join(methods))],
+        )
 
 
 def _json(request: Request) -> Any:

@@ -175,6 +175,8 @@ async def _read_request(
     length = headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_body_bytes:
         raise _TooLarge
+    if conn.they_are_waiting_for_100_continue:  # Expect: 100-continue (curl, for big bodies)
+        await stream.send(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
     body = bytearray()
     with anyio.fail_after(REQUEST_TIMEOUT_SECONDS):
         while True:
