@@ -13,6 +13,9 @@ from typing import Any
 
 import click
 
+from .. import __version__
+from .common import compile_for_cli, fail
+
 
 class NotReady(Exception):
     """The file cannot run here; the message says what is missing."""
@@ -331,3 +334,28 @@ def _echo_verdict(file: str, readiness: _Readiness) -> None:
         raise NotReady(terminal_safe(f"not ready: {file} needs {'; '.join(readiness.missing)}"))
     notes = f" ({'; '.join(readiness.notes)})" if readiness.notes else ""
     _say(f"ready: {file} can run here{notes}")
+
+
+@click.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+def info(file: str | None) -> None:
+    """What can run here: Docker, images, extras, keys; with FILE, what FILE needs.
+
+    With FILE it lists every input, secret, the sandbox and its image, the
+    extras and the model's key, then a verdict, so a CI job can check before
+    it runs: exit 0 when ready, 2 when something required is missing.  Secret
+    and key values are never printed, only whether they are set.
+    """
+    import platform
+
+    compiled = compile_for_cli(file) if file else None  # a broken file fails before Docker is asked
+    click.echo(f"runner {__version__} on Python {platform.python_version()}")
+    engine, docker_problem = docker_engine()
+    if compiled is None:
+        echo_default_image(engine)
+    echo_host_keys()
+    if compiled is not None:
+        try:
+            echo_file_needs(str(file), compiled, engine, docker_problem)
+        except NotReady as exc:
+            fail(str(exc))
