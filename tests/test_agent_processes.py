@@ -131,14 +131,18 @@ async def _command_lines(sandbox: agents.Sandbox) -> str:
 
 class StartsAService(agents.SandboxHook):
     """An ``on_create`` that leaves a process running for the agent (a
-    database, a dev server): a turn's end must not kill it."""
+    database, a dev server) which starts a worker a second later, during the
+    turn: a turn's end must kill neither.  (CI caught the worker race: a
+    service's ``sleep``, forked after the mark, was killed, and the service
+    with it.)"""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
 
     async def on_create(self, ctx: agents.SandboxCallbackContext) -> None:
+        worker = f'sh -c ": {self.marker}-worker; sleep 1000; :"'
         result = await ctx.sandbox.execute(
-            f"sh -c ': {self.marker}; sleep 1000; :' >/dev/null 2>&1 &"
+            f"sh -c ': {self.marker}; sleep 1; {worker}; :' >/dev/null 2>&1 &"
         )
         assert result.exit_code == 0, result.stderr
 
@@ -156,7 +160,7 @@ async def test_a_turn_ends_what_it_started_in_the_background(
     marker = f"agent-loop-{uuid.uuid4().hex}"
     replies = [
         assistant(None, ("c1", "bash", {"command": loop(marker)})),
-        assistant(None, ("c2", "bash", {"command": BEATING})),
+        assistant(None, ("c2", "bash", {"command": BEATING + "; sleep 1.5"})),
         assistant("done"),
     ]
     with ChatServer(replies) as server:
@@ -170,6 +174,7 @@ async def test_a_turn_ends_what_it_started_in_the_background(
             assert isinstance(result, agents.Completed), result
             running = await _command_lines(session.sandbox)
             assert service in running, "the hook's process was killed with the turn's"
+            assert f"{service}-worker" in running, "the worker the hook's service forked was killed"
             if keep:
                 assert marker in running, "keep_background_processes did not keep the loop"
             else:

@@ -90,15 +90,18 @@ HOST_GRACE_SECONDS = 5.0
 PROCESSES_SCRIPT = r"""
 # $1: list | kill; $2: the uid; then the processes to keep, as PID:START
 # (START: the 22nd field of /proc/PID/stat, its start time in clock ticks
-# since boot: a reused pid never matches).  Builtins only (read, kill, a
-# glob): with the pids limit reached, nothing else could start.
+# since boot: a reused pid never matches), with every process they fork
+# later (a hook's service that starts a worker after the mark).  Builtins
+# only (read, kill, a glob): with the pids limit reached, nothing else
+# could start.
 what=$1 uid=$2
 shift 2
 keep=" $* "
 set -f
-# procs: the uid's live processes not kept, as PID:START, in L
+# procs: the uid's live processes, neither kept nor descended from a kept
+# one, as PID:START, in L
 procs() {
-    L=
+    L= K=' '
     set +f
     for d in /proc/[0-9]*; do
         set -f
@@ -114,12 +117,28 @@ procs() {
         read -r line 2>/dev/null <"$d/stat" || continue
         set -- ${line##*) }
         [ $# -ge 20 ] || continue
+        pp=$2
         shift 19
         p=${d#/proc/}
-        case $keep in *" $p:$1 "*) continue ;; esac
-        L="$L $p:$1"
+        case $keep in *" $p:$1 "*) K="$K$p " && continue ;; esac
+        L="$L $p:$1:$pp"
     done
     set -f
+    # the descendants of kept processes, parent by parent (K: kept pids)
+    more=1
+    while [ "$more" = 1 ]; do
+        more=0 rest=
+        for e in $L; do
+            case $K in
+            *" ${e##*:} "*) K="$K${e%%:*} " more=1 ;;
+            *) rest="$rest $e" ;;
+            esac
+        done
+        L=$rest
+    done
+    rest=
+    for e in $L; do rest="$rest ${e%:*}"; done
+    L=$rest
 }
 procs
 if [ "$what" = list ]; then
@@ -731,8 +750,11 @@ class DockerSandbox(Sandbox):
 
     async def end_processes(self, *, since: frozenset[str] | None = None) -> int | None:
         """Kill every process of the sandbox user (uid 1000) but those in the
-        mark ``since``: as root, by uid, round after round until none is
-        left, so a loop forking as fast as it can is caught too.  Nothing
+        mark ``since`` and the ones they forked since (a hook's service that
+        starts a worker later; the turn's commands descend from the root
+        helper, never from a marked process): as root, by uid, round after
+        round until none is left, so a loop forking as fast as it can is
+        caught too.  ``on_destroy`` comes after a kill with no mark.  Nothing
         under ``user: root``.  Raises ``SandboxUnavailableError`` if it could
         not be done."""
         if self._ids() is None:
