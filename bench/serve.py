@@ -32,7 +32,7 @@ machine.  The agent has one hook whose ``on_create`` is one ``run:`` step.
    the finished first step does not, checked by its counter), and until all
    50 are ``waiting`` once unblocked.
 5. PostgreSQL (``--db postgresql://``; a throwaway cluster started by
-   ``tests/postgres_server.py``, unix socket, ``fsync`` on as a deployment
+   ``tests/support/postgres_server.py``, unix socket, ``fsync`` on as a deployment
    would have it): row 1 on the local sandbox with the server on
    PostgreSQL instead of SQLite; and take-over: two servers on one database,
    50 sessions blocked in their second step on the first, which is
@@ -577,8 +577,8 @@ async def take_over(table: Table, folder: Path, db: str, count: int = 50) -> Non
 
 
 def start_postgres() -> Any:
-    """A throwaway PostgreSQL cluster (tests/postgres_server.py), or None."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    """A throwaway PostgreSQL cluster (tests/support/postgres_server.py), or None."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from postgres_server import PostgresServer, find_bindir
 
     if find_bindir() is None:

@@ -28,7 +28,7 @@ from runner.sandboxes.local import DangerousLocalWarning
 #: label ``sandbox-runner.scope``), and every gc, sweep and snapshot lookup
 #: of the run, in this process and in the CLI processes it starts, sees only
 #: that scope's: the suite never removes or reuses what a user's runs left
-#: (tests/test_cleanup_scope.py).
+#: (tests/sandboxes/test_cleanup_scope.py).
 os.environ.setdefault("RUNNER_SCOPE", f"tests-{uuid.uuid4().hex[:12]}")
 #: The label a test puts on a container or snapshot it makes by hand, so the
 #: run's gc sees it.
@@ -289,7 +289,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Any:
-    """One throwaway PostgreSQL server for the whole run (tests/postgres_server.py):
+    """One throwaway PostgreSQL server for the whole run (tests/support/postgres_server.py):
     unix socket only, stopped and removed at the end.  Skipped if PostgreSQL
     is not installed (failed under CI)."""
     from postgres_server import PostgresServer, find_bindir
