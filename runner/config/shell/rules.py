@@ -1,6 +1,6 @@
 """What the shell checker knows about bash: its rules, and the names it judges by.
 
-``shell_check`` does the judging; this module holds the facts it judges by, so
+``checker`` does the judging; this module holds the facts it judges by, so
 that each can be read (and reviewed) on its own: the rules and their fixes,
 the builtins a script with values may use, the variables that change how the
 shell runs, the environment variables programs read as code, and who may

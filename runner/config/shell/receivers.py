@@ -1,0 +1,343 @@
+"""Who receives a value, and the files a value reaches.
+
+The end of pass 3 of ``checker``: a command that receives a value (through
+its arguments, stdin, environment or a ``<( )``) must be allowed to (never
+a shell, an interpreter or an executor; in strict mode only the consumers
+and ``STRICT_RECEIVERS``), and may not launch a program named in its
+words.  What it may write (its file arguments, its redirects) is recorded:
+a later command that reads such a file receives the value too, and a
+script that writes a value to a file runs no program that might read it
+unnamed.  The whole-script refusals live here as well: no interpreter
+beside a value, no executor with a value in its environment.  A class over
+``CheckState`` (the module docstring of ``state`` says why).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from .rules import (
+    BUILTINS,
+    RUNNING_OPTIONS,
+    SAFE_BUILTINS,
+    STDIN_BUILTINS,
+    STREAM_FILTERS,
+    STRICT_RECEIVERS,
+    is_executor,
+    is_interpreter,
+)
+from .state import READING_REDIRECTS, CheckState, Command, Refused, base_name
+from .tree import GLOB
+
+_WRITING_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+#: The devices a redirect may name that hold nothing (a file "null" elsewhere is a file).
+_DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+#: How a value reaches a receiver, for messages (argv: no words added).
+_VIA = {
+    "stdin": "through its stdin",
+    "env": "through its environment",
+    "<( )": "through a <( ) argument",
+    "file": "reading a file a value was written to",
+}
+
+
+class ReceiverCheck(CheckState):
+    """The receivers of values, and the files values are written to."""
+
+    #: Programs whose file arguments are files they write.
+    _MAKERS = frozenset({"cp", "mv", "ln", "install", "rsync", "dd", "tee", "sponge", "touch"})
+
+    def receiver(self, command: Any, resolved: Command, via: str) -> None:
+        """``command`` (running ``resolved``) receives a value ``via`` its argv,
+        stdin or environment: it must be allowed to."""
+        key = command.id
+        name = resolved.name
+        if name is None:
+            raise Refused("unknown-command", resolved.name_node)
+        detail = f"{name}, {_VIA[via]}" if via != "argv" else name
+        if key not in self.received:
+            self.received.add(key)
+            self.record_written_paths(command, resolved)
+        for word in resolved.arguments:
+            option = self.tree.static(word)
+            if option is not None and _is_running_option(option.split("=", 1)[0]):
+                raise Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
+        if via in ("stdin", "<( )") and name not in BUILTINS | STREAM_FILTERS:
+            self.content_written = True  # it may write what it read to any file
+        if via == "argv" and name in self._MAKERS | {"mkdir", "mkfifo", "mknod", "truncate"}:
+            self.content_written = True  # touch {{ x }}: the value is a file name now
+        elif via == "argv" and self.consumers is None and name not in BUILTINS | STREAM_FILTERS:
+            # fallocate, sort -o, mktemp {{ x }}: any program may make a file
+            # the value names (a later `tar *` reads the name as an option).
+            # (Strict mode runs no executor but a consumer anyway.)
+            self.content_written = True
+            self.makers.add(key)  # judged as a receiver, not again as a reader
+        if self.consumers is not None:
+            allowed = name in self.consumers or name in STRICT_RECEIVERS
+            if name in STDIN_BUILTINS and via != "stdin":
+                allowed = False
+            if not allowed or is_interpreter(name):
+                raise Refused("consumer", resolved.name_node, detail)
+            launched = self.launched(resolved)  # xargs sh -c {{ x }}: sh was not named
+            if launched is not None and name not in BUILTINS:
+                raise Refused("wrapper", launched, f"{name} {self.text(launched)[:40]}")
+            return
+        if name in BUILTINS:
+            if name in SAFE_BUILTINS or (via == "stdin" and name in STDIN_BUILTINS):
+                return
+            if name in STDIN_BUILTINS and via == "env":
+                return
+            raise Refused("evaluating-builtin", resolved.name_node, detail)
+        if is_executor(name):
+            raise Refused("executor", resolved.name_node, detail)
+        if name in STRICT_RECEIVERS:
+            return
+        launched = self.launched(resolved)
+        if launched is not None:
+            raise Refused("wrapper", launched, f"{name} {self.text(launched)[:40]}")
+
+    def launched(self, resolved: Command) -> Any:
+        """The word of ``resolved``'s arguments that names a program it may
+        launch (``tini-static -s /usr/bin/xargs``, ``ld.so /bin/sh``): a
+        shell or an interpreter anywhere, an executor as a path or as the
+        first word that is not an option; None if there is none."""
+        first = True
+        for word in resolved.arguments:
+            text = self.tree.static(word)
+            if text is None:
+                continue
+            base = text.rsplit("/", 1)[-1]
+            if is_interpreter(base) or (is_executor(base) and ("/" in text or first)):
+                return word
+            if not text.startswith("-"):
+                first = False
+        return None
+
+    #: Programs that write what they receive to the files their arguments name.
+    _COPIERS = frozenset(
+        {"tee", "cp", "mv", "install", "ln", "dd", "sponge", "rsync", "sort", "uniq", "shuf", "xxd"}
+    )
+
+    def record_written_paths(self, command: Any, resolved: Command) -> None:
+        """A command that receives a value may write it to any file it names
+        (``sort -o f``, ``tee f``, ``cp x f``) or redirects to: a command that
+        later runs such a file runs the value.  A copier's file that is not
+        a literal word cannot be followed: refused.  (Builtins write only
+        through redirects: ``read a b`` names variables.)"""
+        for word in resolved.arguments if resolved.name not in BUILTINS else ():
+            if self.carries(word):
+                continue
+            path = self.tree.static(word)
+            if path is None:
+                if resolved.name in self._COPIERS:
+                    raise Refused("file-flow", word, "a file named at run time")
+                continue
+            path = path.split("=", 1)[-1]  # dd of=f, --output=f
+            if path and not path.startswith("-"):
+                self.tainted_paths.add(_device(path) or base_name(path))
+        node = self.tree.parent(command)
+        while node is not None and node.type not in (  # { cat; } > f: f holds it too
+            "command_substitution",
+            "process_substitution",
+        ):
+            if node.type == "redirected_statement":
+                self.record_redirects(node)
+            node = self.tree.parent(node)
+
+    def record_redirects(self, statement: Any) -> None:
+        """The files ``statement`` (whose output carries a value) writes to; a
+        name not fixed before the script runs cannot be followed: refused."""
+        for redirect in statement.children:
+            if redirect.type != "file_redirect":
+                continue
+            operator = next((self.text(c) for c in redirect.children if not c.is_named), "")
+            destination = redirect.child_by_field_name("destination")
+            if operator == ">&" and destination is not None:  # >&2 duplicates; >&f writes f
+                target = self.tree.static(destination)
+                if target is not None and (target.isdigit() or target == "-"):
+                    continue
+            if operator in (*_WRITING_REDIRECTS, ">&") and destination is not None:
+                path = self.tree.static(destination)
+                if path is None or GLOB.search(path):
+                    raise Refused("file-flow", destination, "a file named at run time")
+                self.tainted_paths.add(_device(path) or base_name(path))
+                if not _device(path):
+                    self.value_in_file = True
+
+    def file_readers(self) -> list[Any]:
+        """The commands that read a file a value was written to (their output
+        carries the value from now on); refuses one run from such a file."""
+        self.tainted_paths.discard("")
+        for device in _DEVICES:
+            self.tainted_paths.discard(device)  # /dev/null and the like hold nothing
+        readers = []
+        if self.tainted.keys() & {"PWD", "OLDPWD", "DIRSTACK"}:
+            for command in self.commands:  # cd {{ x }}; d=$(pwd): d holds the value
+                resolved = self.resolve_quietly(command)
+                if resolved is not None and resolved.name in ("pwd", "dirs"):
+                    readers.append(command)
+        if not self.tainted_paths:
+            return readers
+        for node in self.tree.nodes:  # $(< f): bash itself prints the file
+            if node.type == "command_substitution":
+                for redirect in node.named_children:
+                    if redirect.type == "file_redirect" and self.reads_tainted_path(redirect):
+                        readers.append(redirect)
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name_node is None:
+                continue
+            name_text = self.tree.static(resolved.name_node)
+            if name_text is not None and base_name(name_text) in self.tainted_paths:
+                self.refuse("file-flow", resolved.name_node, name_text[:40], index=None)
+                continue
+            reads = any(self.names_tainted_path(w) for w in resolved.arguments)
+            node = command  # { m=$(cat); } < f: stdin from any enclosing statement
+            while not reads and self.tree.parent(node) is not None:
+                parent = self.tree.parent(node)
+                if parent.type == "pipeline" and parent.named_children[0].id != node.id:
+                    break  # a later stage reads the pipe
+                node = parent
+                if node.type == "redirected_statement":
+                    reads = any(
+                        r.type == "file_redirect" and self.reads_tainted_path(r)
+                        for r in node.children
+                    )
+            if reads and resolved.name is not None:
+                readers.append(command)
+        return readers
+
+    def reads_tainted_path(self, redirect: Any) -> bool:
+        """Is ``redirect`` a ``<`` (or ``<>``) from a file a value was written to?"""
+        operator = next((self.text(c) for c in redirect.children if not c.is_named), "")
+        destination = redirect.child_by_field_name("destination")
+        return (
+            operator in READING_REDIRECTS
+            and destination is not None
+            and self.names_tainted_path(destination)
+        )
+
+    def programs_beside_files(self) -> None:
+        """Once a value may sit in a file (a redirect wrote one, or a program
+        that writes files read one), a program that runs code may read it
+        without naming it: ``make`` its Makefile, ``git`` .git/config,
+        ``python3 -c 'import f'`` f.py, ``sh -c '. ./f'``, ``sh xx01`` after
+        ``csplit``.  None may run anywhere in the script; in strict mode, no
+        program but the consumers (not executors) and ``STRICT_RECEIVERS``."""
+        if not (self.value_in_file or self.content_written):
+            return
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None or resolved.name in BUILTINS:
+                continue  # builtins that run code are refused as constructs
+            if command.id in self.makers:
+                continue
+            row, column = resolved.name_node.start_point
+            if (row + 1, column + 1) in refused:
+                continue  # refused already, as a reader or a receiver
+            name = resolved.name
+            if self.consumers is not None:
+                allowed = name in STRICT_RECEIVERS or (
+                    name in self.consumers and not is_executor(name)
+                )
+            else:
+                allowed = not is_executor(name) and self.launched(resolved) is None
+            if not allowed:
+                self.refuse(
+                    "file-flow",
+                    resolved.name_node,
+                    f"{name}: this script writes a value to a file {name} may read",
+                )
+
+    def interpreters_beside_values(self) -> None:
+        """No shell or interpreter runs anywhere in a script that holds a
+        value, whatever its own words: its code can reach the value by ways
+        no parse follows (a file named by a value and listed by ``ls``, ``$PWD``
+        after ``cd``, a variable the process already exported such as
+        ``TERM``, the process list, ``/proc``).  Run it in a step of its own.
+        In strict mode, no executor that is not a consumer runs either."""
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None:
+                continue
+            name = resolved.name
+            row, column = resolved.name_node.start_point
+            if (row + 1, column + 1) in refused:
+                continue
+            if is_interpreter(name):
+                self.refuse("interpreter", resolved.name_node, name)
+            elif self.consumers is not None and is_executor(name) and name not in self.consumers:
+                # strict mode is a closed world: xargs -a <(ls) env reads a value
+                # a file name holds without receiving it
+                self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
+
+    def names_tainted_path(self, word: Any) -> bool:
+        """Does ``word`` name a file a value was written to?  Compared by base
+        name (``./f.sh``, ``f.sh`` and ``/tmp/f.sh`` alike): the working
+        directory is not known before the script runs."""
+        text = self.tree.static(word)
+        if text is None or GLOB.search(text):
+            return True  # "$f", s.s[h]: it may name one
+        return base_name(text.split("=", 1)[-1]) in self.tainted_paths
+
+    def environment_readers(self) -> None:
+        """Every program the script runs gets its environment: where a variable
+        of it may hold a value (a templated step ``env:``, an ``export`` of a
+        tainted variable, a ``NAME=value cmd`` prefix), no program that runs
+        code may run anywhere in the script (in strict mode: unless it is a
+        consumer), however its code would name the variable."""
+        # cd {{ x }}: bash exports the PWD it inherited, and OLDPWD, like a cwd:
+        exported = set(self.env_tainted) | (self.tainted.keys() & {"PWD", "OLDPWD"})
+        for node in self.tree.nodes:
+            if node.type == "declaration_command" and self.text(node).startswith("export"):
+                for child in node.named_children:
+                    name = (
+                        self.assigned_name(child)
+                        if child.type == "variable_assignment"
+                        else self.tree.static(child)
+                    )
+                    if name in self.tainted:
+                        exported.add(name)
+        if not exported:
+            return
+        shown = ", ".join(f"${name}" for name in sorted(exported))
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None:
+                continue
+            if not is_executor(resolved.name) and (
+                resolved.name in BUILTINS or self.launched(resolved) is None
+            ):
+                continue
+            consumer = bool(self.consumers) and resolved.name in (self.consumers or ())
+            if consumer and not is_interpreter(resolved.name):
+                continue
+            self.refuse(
+                "executor",
+                resolved.name_node,
+                f"{resolved.name} runs with a value in its environment ({shown})",
+                index=None,
+            )
+
+
+def _device(path: str) -> str | None:
+    """``path`` if it is one of ``_DEVICES`` once normalized (``/dev/../x`` is not)."""
+    normal = posixpath.normpath(path) if path.startswith("/") else path
+    return normal if normal in _DEVICES else None
+
+
+def _is_running_option(option: str) -> bool:
+    """One of ``RUNNING_OPTIONS``, or a GNU abbreviation of a long one
+    (``--strip-prog`` is ``--strip-program`` to getopt_long)."""
+    if option in RUNNING_OPTIONS:
+        return True
+    return (
+        option.startswith("--")
+        and len(option) > 2
+        and any(o.startswith(option) for o in RUNNING_OPTIONS if o.startswith("--"))
+    )

@@ -1,0 +1,247 @@
+"""What every pass of the shell checker shares: its state and the commands as they run.
+
+``CheckState`` holds one script's check (the tree, the values found, the
+tainted and numeric names, the files a value was written to, the findings)
+and the helpers every pass uses: ``refuse``, ``carries``, ``fixed`` and
+``resolve`` (the command a command runs, through the followed wrappers).
+The passes are classes over it, one module each (``subset``, ``taint``,
+``flows``, ``receivers``), composed into ``checker._Check``: they call each
+other through ``self`` as the one big class did, and each base class names
+what a pass may use (a type checker sees every call).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
+
+from .rules import ALWAYS_TAINTED, FOLLOWED_WRAPPERS, RULES, is_code_bearing_env
+from .tree import Tree
+
+
+class Finding(NamedTuple):
+    """Placeholder number ``index`` (None: the whole command) breaks ``rule``."""
+
+    index: int | None  # type: ignore[assignment]  # the field shadows tuple.index
+    rule: str
+    line: int
+    column: int
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        what, hint = RULES[self.rule]
+        detail = f" ({self.detail})" if self.detail else ""
+        whole = self.index is None and self.rule not in ("syntax", "heredoc", "quoted")
+        subject = "a script with values:" if whole else "{{ }}"
+        return f"{subject} {what}{detail} [{self.rule}]: {hint}"
+
+
+#: A variable name.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+_DURATION = re.compile(r"[0-9]+(\.[0-9]+)?[smhd]?")
+#: The redirects through which a command reads a file.
+READING_REDIRECTS = frozenset({"<", "<>"})
+
+
+class Refused(Exception):
+    """A value (or a construct) that may not stand where it does: raised deep in
+    a climb, turned into a ``Finding`` by whoever judges the whole value."""
+
+    def __init__(self, rule: str, node: Any, detail: str = "") -> None:
+        self.rule, self.node, self.detail = rule, node, detail
+
+
+class Command(NamedTuple):
+    """A command as it runs: ``name`` after followed wrappers (None when not a
+    literal word), the node of that name, and the words after it."""
+
+    name: str | None
+    name_node: Any
+    arguments: list[Any]
+
+
+class CheckState:
+    """One script's check: the state the passes share, and their common helpers."""
+
+    def __init__(
+        self,
+        source: bytes,
+        sentinels: Sequence[bytes],
+        tainted: Collection[str],
+        dialect: str,
+        consumers: Collection[str] | None,
+    ) -> None:
+        self.tree = Tree(source)
+        self.source = source
+        self.sentinels = sentinels
+        self.by_text = {s: i for i, s in enumerate(sentinels)}
+        self.env_tainted = frozenset(tainted)
+        self.dialect = dialect
+        self.consumers = frozenset(consumers) if consumers is not None else None
+        self.findings: list[Finding] = []
+        self.index: int | None = None  # the placeholder being judged
+        #: tainted variable -> the placeholder it holds (None: unknown or env)
+        self.tainted: dict[str, int | None] = dict.fromkeys(tainted)
+        self.tainted.update(dict.fromkeys(ALWAYS_TAINTED))
+        self.numeric: set[str] = set()
+        self.tainted_paths: set[str] = set()
+        #: whether a redirect wrote a value to a file, or a program that may
+        #: write files read one as content (``programs_beside_files``)
+        self.value_in_file = False
+        self.content_written = False
+        #: Commands that got a value as an argument and may have made a file of it.
+        self.makers: set[int] = set()
+        self.made: set[str] = set()
+        #: starts of the commands whose output carries a value read from a file
+        self.extra_starts: set[int] = set()
+        self.value_nodes: dict[int, Any] = {}  # start byte -> sentinel node
+        self.value_starts: list[int] = []  # sorted starts of every value-carrying leaf
+        self.climbed: set[tuple[int, int]] = set()
+        self.resolved: dict[int, Command | Refused] = {}
+        self.arguments_judged: set[int] = set()
+        self.received: set[int] = set()
+        self.pipelines_done: set[tuple[int, int]] = set()
+        self.commands = [n for n in self.tree.nodes if n.type == "command"]
+
+    # -- helpers ---------------------------------------------------------------
+
+    def refuse(self, rule: str, node: Any, detail: str = "", index: Any = ...) -> None:
+        row, column = node.start_point
+        which = self.index if index is ... else index
+        self.findings.append(Finding(which, rule, row + 1, column + 1, detail))
+
+    def text(self, node: Any) -> str:
+        return self.tree.text(node)
+
+    def carries(self, node: Any) -> bool:
+        """Does ``node`` hold a sentinel or a mention of a tainted variable?"""
+        at = bisect_left(self.value_starts, node.start_byte)
+        return at < len(self.value_starts) and self.value_starts[at] < node.end_byte
+
+    def fixed(self, node: Any) -> str | None:
+        """``static`` for a word that carries no value (a value is never fixed)."""
+        return None if self.carries(node) else self.tree.static(node)
+
+    def resolve(self, command: Any) -> Command:
+        """The command ``command`` runs, through the followed wrappers (once per command)."""
+        known = self.resolved.get(command.id)
+        if known is None:
+            try:
+                known = self._resolve(command)
+            except Refused as refused:
+                known = refused
+            self.resolved[command.id] = known
+        if isinstance(known, Refused):
+            raise known
+        return known
+
+    def _resolve(self, command: Any) -> Command:
+        name_node = command.child_by_field_name("name")
+        if name_node is None:
+            return Command(None, None, [])
+        words = [name_node, *(c for c in command.children if self.tree.field(c) == "argument")]
+        position = 0
+        while True:
+            word = words[position]
+            name = self.fixed(word)
+            if name is None:
+                return Command(None, word, words[position + 1 :])
+            base = name.rsplit("/", 1)[-1]
+            if base == "jobs" and position + 1 < len(words):
+                option = self.fixed(words[position + 1])
+                if option == "-x":  # jobs -x CMD ARGS runs CMD: judge CMD
+                    position = self.wrapped(words, position + 1, base)
+                    continue
+                if option is None or (option.startswith("-") and "x" in option):
+                    raise Refused("wrapper", words[position + 1], f"jobs {option or ''}"[:40])
+            if base not in FOLLOWED_WRAPPERS:
+                return Command(base, word, words[position + 1 :])
+            position = self.wrapped(words, position, base)
+
+    def wrapped(self, words: list[Any], position: int, wrapper: str) -> int:
+        """The position of the command a followed wrapper runs."""
+        position += 1
+        if wrapper == "time" and position < len(words) and self.fixed(words[position]) == "-p":
+            position += 1
+        if wrapper == "timeout":
+            duration = self.fixed(words[position]) if position < len(words) else None
+            if duration is None or not _DURATION.fullmatch(duration):
+                raise Refused("wrapper", words[position - 1], "timeout needs a literal duration")
+            position += 1
+        while wrapper == "env" and position < len(words):
+            text = self.fixed(words[position])
+            if text is None or not _ENV_ASSIGNMENT.fullmatch(text):
+                break
+            if is_code_bearing_env(text.split("=", 1)[0]):
+                raise Refused("env-name", words[position], text.split("=", 1)[0])
+            position += 1
+        if position >= len(words):
+            raise Refused("wrapper", words[position - 1], wrapper)
+        text = self.fixed(words[position])
+        if text is None:
+            carries = self.carries(words[position])
+            raise Refused(
+                "command-name" if carries else "unknown-command",
+                words[position],
+                "" if carries else self.text(words[position])[:40],
+            )
+        if text.startswith("-"):
+            raise Refused("wrapper", words[position], f"{wrapper} {text}")
+        return position
+
+    def resolve_quietly(self, command: Any) -> Command | None:
+        try:
+            return self.resolve(command)
+        except Refused:
+            return None
+
+    def assigned_name(self, assignment: Any) -> str | None:
+        name = assignment.child_by_field_name("name")
+        if name is None:
+            return None
+        if name.type == "subscript":
+            name = name.child_by_field_name("name")
+        return self.text(name) if name is not None else None
+
+    def origin(self, node: Any) -> int | None:
+        at = bisect_left(self.value_starts, node.start_byte)
+        if at < len(self.value_starts) and self.value_starts[at] < node.end_byte:
+            start = self.value_starts[at]
+            sentinel = self.value_nodes.get(start)
+            if sentinel is not None:
+                return self.sentinel_index(sentinel)
+        return None
+
+    def sentinel_index(self, node: Any) -> int | None:
+        return self.by_text.get(self.tree.text_bytes(node))
+
+    #: The options of each name-assigning builtin that take an argument.
+    _OPTION_ARGUMENTS = {
+        "read": "adinNptu",
+        "mapfile": "dnOsuCc",
+        "readarray": "dnOsuCc",
+        "printf": "v",
+        "getopts": "",
+    }
+
+    def expanded_name(self, expansion: Any) -> str | None:
+        for child in expansion.children:
+            if child.type in ("variable_name", "special_variable_name"):
+                return self.text(child)
+            if child.type == "subscript":
+                inner = child.child_by_field_name("name")
+                return self.text(inner) if inner is not None else None
+        return None
+
+    def is_tainted_name(self, name: str) -> bool:
+        return name in self.tainted or name.isdigit() or name in ("@", "*", "_")
+
+
+def base_name(path: str) -> str:
+    """The last part of ``path``: files are compared by it (the working
+    directory is not known before the script runs)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]

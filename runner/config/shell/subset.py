@@ -1,0 +1,479 @@
+"""The subset of bash the checker models: lines that change what other lines mean.
+
+Pass 1 of ``checker``: a script whose parse bash would not share (an
+error, a word with blanks in it, ``$[``, a ``${ }`` operand holding code, a
+heredoc whose end is not certain) is refused whole; so is, in a script with
+values, anything that rebinds names or runs text as code (functions,
+``alias``, ``eval``, ``source``, ``set``/``shopt`` beyond the usual
+options, ``declare -n``, ``${!x}``, backticks, ``>( )``, a command name that
+is not a literal word, bash-only syntax in ``sh``).  Builds on the flow
+check (``test`` and ``printf`` words, redirects), hence a class over
+``FlowCheck`` (the module docstring of ``state`` says why classes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from .flows import FlowCheck
+from .rules import (
+    DECLARATION_BUILTINS,
+    REBINDING_BUILTINS,
+    SAFE_SET_LETTERS,
+    SAFE_SET_OPTIONS,
+    SAFE_SHOPT,
+    STDIN_BUILTINS,
+    is_executor,
+    is_rebinding_name,
+)
+from .state import IDENTIFIER, READING_REDIRECTS, Command, Refused, base_name
+
+_ESCAPED = re.compile(rb"\\.", re.S)
+#: Nodes inside which bash keeps every byte as it is (quotes, comments, heredocs).
+_QUOTING_NODES = frozenset(
+    {"raw_string", "string", "string_content", "heredoc_body", "heredoc_content", "comment"}
+)
+_PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
+_QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
+#: Shell reserved words: a "command" by one of these names is a misparse.
+_KEYWORDS = frozenset(
+    {
+        "!",
+        "{",
+        "}",
+        "if",
+        "then",
+        "elif",
+        "else",
+        "fi",
+        "for",
+        "while",
+        "until",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "in",
+        "select",
+        "function",
+        "time",
+        "coproc",
+        "[[",
+        "]]",
+    }
+)
+#: Bash-only syntax: refused when the step's shell is sh (dash, busybox).
+_BASH_ONLY = {
+    "herestring_redirect": "<<<",
+    "process_substitution": "<( )",
+    "array": "arrays",
+    "subscript": "arrays",
+    "c_style_for_statement": "for (( ))",
+    "select_statement": "select",
+}
+
+
+class SubsetCheck(FlowCheck):
+    """The whole script lies in the subset the checker models."""
+
+    def misparsed(self, node: Any) -> bool:
+        """A node bash would not read the way the parser did: an error, a
+        missing token, a word holding unescaped blanks (tree-sitter lexes
+        ``a<newline>\\eval`` as one word), or ``$'...'``, which sh (dash)
+        does not read as a quote at all; ``$((`` that the parser read as a
+        command substitution of a subshell (bash: arithmetic)."""
+        if node.type == "ERROR" or node.is_missing or node.type == "ansi_c_string":
+            return True
+        if node.type == "command_substitution" and self.tree.text_bytes(node).startswith(b"$(("):
+            return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
+        if node.type == "comment":
+            return not self.starts_a_word(node.start_byte)
+        if node.type == "subshell" and self.source[node.start_byte : node.start_byte + 2] == b"((":
+            return True  # ! (( n > 1 )): tree-sitter reads two subshells, bash arithmetic
+        if node.type in ("file_redirect", "herestring_redirect"):
+            # tree-sitter files the words after `>/dev/null` as more destinations;
+            # bash gives them to the command as arguments
+            targets = [c for c in node.children if self.tree.field(c) == "destination"]
+            return len(targets) > 1
+        if node.type in ("word", "number"):
+            unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
+            return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        return False
+
+    def unparsed_expansion(self) -> Any:
+        """Text tree-sitter keeps as a leaf where bash expands: a ``${x%PAT}``
+        or ``=~`` pattern (``regex``) or a ``${x:-WORD}`` operand holding
+        ``$( )``, backticks, ``$[`` or ``${``; single quotes inside a
+        ``${ }`` (in ``"${x:-'$(cmd)'}"`` bash does not read them as quotes);
+        and ``$[`` (old arithmetic) wherever bash reads it.  The first such
+        node, or None."""
+        tree = self.tree
+        for node in tree.nodes:
+            kind = node.type
+            if kind not in ("regex", "raw_string", "word"):
+                continue
+            if kind != "regex" and tree.inside(node, ("expansion",)) is None:
+                continue
+            text = self.text(node)
+            markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
+            if any(marker in text for marker in markers):
+                return node
+        for match in re.finditer(rb"\$\[", self.source):
+            node = tree.root.descendant_for_byte_range(match.start(), match.end())
+            parsed = tree.inside(node, ("arithmetic_expansion",)) is not None or (
+                node.type == "arithmetic_expansion"
+            )
+            if not parsed and not self.literal_here(node):  # parsed: the arithmetic pass judges it
+                return node
+        return None
+
+    def literal_here(self, node: Any) -> bool:
+        """Does bash keep the text of ``node`` as it is: a single-quoted word
+        (not inside a ``${ }``), a comment, or a quoted heredoc's body?"""
+        tree = self.tree
+        if tree.inside(node, ("expansion",)) is not None:
+            return False
+        while node is not None:
+            if node.type in ("raw_string", "comment"):
+                return True
+            if node.type == "heredoc_body":
+                start = next(
+                    (c for c in tree.parent(node).children if c.type == "heredoc_start"), None
+                )
+                return start is not None and any(q in self.text(start) for q in "'\"\\")
+            node = tree.parent(node)
+        return False
+
+    def control_blank(self) -> Any:
+        """A vertical tab, form feed or carriage return outside quotes: tree-sitter
+        skips it as a blank, bash keeps it in a word (``<<<\\v {{ x }}`` makes
+        the value another argument).  The node around the first one, or None."""
+        for match in re.finditer(rb"[\r\v\f]", self.source):
+            node = self.tree.root.descendant_for_byte_range(match.start(), match.end())
+            while node is not None and node.type not in _QUOTING_NODES:
+                node = self.tree.parent(node)
+            if node is None:
+                return self.tree.root.descendant_for_byte_range(match.start(), match.end())
+        return None
+
+    def starts_a_word(self, at: int) -> bool:
+        r"""Does bash start a word at byte ``at`` (so that a ``#`` there opens a
+        comment)?  Only after a metacharacter that is not escaped: tree-sitter
+        also takes a form feed, a vertical tab, ``]#``, ``)#`` and ``\<newline>#``
+        for a comment start; bash reads them as part of the word before."""
+        if at == 0:
+            return True
+        before = self.source[at - 1 : at]
+        if before not in (b" ", b"\t", b"\n", b";", b"&", b"|", b"(", b"<", b">"):  # not ")#"
+            return False
+        backslashes = len(self.source[: at - 1]) - len(self.source[: at - 1].rstrip(b"\\"))
+        return backslashes % 2 == 0
+
+    # -- pass 1: the subset ----------------------------------------------------
+
+    def constructs(self) -> None:
+        """Refuse, anywhere in the script, what changes the meaning of other lines."""
+        self.index = None
+        tree = self.tree
+        self.made = self.files_made()
+        for node in tree.nodes:
+            kind = node.type
+            if kind == "function_definition":
+                name = node.child_by_field_name("name")
+                self.refuse("function", node, self.text(name) if name is not None else "")
+            elif kind == "command":
+                self.command_construct(node)
+            elif kind == "declaration_command":
+                self.declaration_construct(node)
+            elif kind == "unset_command":
+                for word in node.named_children:
+                    text = self.fixed(word)
+                    if text is None or not (IDENTIFIER.fullmatch(text) or text in ("-v", "-f")):
+                        self.refuse("name-word", word, self.text(word)[:40])
+            elif kind == "variable_assignment":
+                self.assignment_construct(node)
+            elif kind == "array":  # a=([k]=v): k is arithmetic
+                for element in node.named_children:
+                    key = re.match(r"\[([^\]]*)\]=", self.text(element))
+                    if key and not key.group(1).strip().isdigit():
+                        self.refuse("arithmetic", element, self.text(element)[:40])
+            elif kind == "unary_expression" and tree.inside(node, ("test_command",)):
+                operator = node.child_by_field_name("operator") or node.children[0]
+                if self.text(operator) in ("-v", "-R"):
+                    operand = node.children[-1]
+                    test = tree.inside(node, ("test_command",))
+                    if "[" in self.text(node):
+                        self.refuse("arithmetic", node, self.text(node)[:40])
+                    elif test.children[0].type != "[[":
+                        pass  # [ -v "$m" ]: test_words refuses it
+                    elif operand is not operator and self.tree.static(operand) is None:
+                        if self.carries(operand):
+                            continue  # the value's own check refuses it
+                        self.refuse("test-operator", operand, "-v/-R of a word not fixed")
+            elif kind == "expansion":
+                operators = [c for c in node.children if tree.field(c) == "operator"]
+                texts = [self.text(c) for c in operators]
+                if texts[:1] == ["!"] or (texts[:1] == ["@"] and texts[1:2] != ["Q"]):
+                    self.refuse("indirection", node, self.text(node)[:40])
+            elif kind == "process_substitution" and self.text(node).startswith(">("):
+                self.refuse("stdin", node, ">( )")
+            elif kind == "command_substitution" and node.children[0].type == "`":
+                self.refuse("quoted", node, "backticks")
+            elif kind in ("test_command",) and node.children[0].type == "[[":
+                if self.dialect == "posix":
+                    self.refuse("shell-dialect", node, "[[ ]] in sh")
+            elif kind == "test_command" and node.children[0].type == "[":
+                try:
+                    self.bracket_test_construct(node)
+                except Refused as refused:
+                    self.refuse(refused.rule, refused.node, refused.detail)
+            elif kind == "compound_statement" and node.children[0].type == "((":
+                if self.dialect == "posix":
+                    self.refuse("shell-dialect", node, "(( )) in sh")
+            elif self.dialect == "posix" and _BASH_ONLY.get(kind):
+                self.refuse("shell-dialect", node, f"{_BASH_ONLY[kind]} in sh")
+            elif self.dialect == "posix" and kind == "file_redirect":
+                operator = next((self.text(c) for c in node.children if not c.is_named), "")
+                if operator.startswith("&>"):
+                    self.refuse("shell-dialect", node, f"{operator} in sh")
+
+    def command_construct(self, command: Any) -> None:
+        try:
+            resolved = self.resolve(command)
+        except Refused as refused:
+            if not self.carries(refused.node):  # else the value's own check reports it
+                self.refuse(refused.rule, refused.node, refused.detail)
+            return
+        if resolved.name_node is None:
+            return  # assignments only
+        if resolved.name is None:
+            if not self.carries(resolved.name_node):
+                self.refuse(
+                    "unknown-command", resolved.name_node, self.text(resolved.name_node)[:40]
+                )
+            return
+        name, arguments = resolved.name, resolved.arguments
+        if name in _KEYWORDS:  # ! { eval "$V"; }: tree-sitter made "{" a command
+            self.refuse("syntax", resolved.name_node, f"{name} read as a command")
+            return
+        statics = [self.fixed(a) for a in arguments]
+        path = self.tree.static(resolved.name_node) or ""
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if "/" in path and ("proc" in parts or "dev" in parts):  # /proc/self/exe is the shell
+            self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program under /proc")
+        elif "/" in path and base_name(path) in self.made:  # ./mysh may be a copy of bash
+            self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program this script made")
+        if (
+            name in ("test", "[")
+            and any(s in ("-v", "-R") for s in statics)
+            and any(s is not None and "[" in s for s in statics)
+        ):
+            self.refuse("arithmetic", resolved.name_node, "test -v of a subscript")
+        try:
+            if name in ("test", "["):
+                words = arguments[:-1] if name == "[" and statics[-1:] == ["]"] else arguments
+                self.test_words(words, [self.test_static(w) for w in words])
+            elif name == "printf" and not any(self.carries(a) for a in arguments):
+                self.printf(resolved)
+        except Refused as refused:
+            self.refuse(refused.rule, refused.node, refused.detail)
+        if is_executor(name) and not (self.consumers and name in self.consumers):
+            source = self.stdin_source(command)
+            if source is not None:
+                self.refuse("executor", resolved.name_node, f"{name} reads its stdin from {source}")
+        if name in DECLARATION_BUILTINS:  # builtin declare, command typeset, "export"
+            self.refuse("declaration", resolved.name_node, f"{name} through a wrapper")
+        elif name in REBINDING_BUILTINS:
+            self.refuse("rebinding", resolved.name_node, name)
+        elif name == "exec" and arguments:
+            self.refuse("rebinding", resolved.name_node, "exec with a command")
+        elif name == "exec":  # exec 3>f, exec >f: later commands may print values there
+            parent = self.tree.parent(command)
+            if parent is not None and parent.type == "redirected_statement":
+                try:
+                    self.record_redirects(parent)
+                except Refused as refused:
+                    self.refuse(refused.rule, refused.node, refused.detail)
+        elif name == "shopt":
+            if (
+                any(s is None for s in statics)
+                or not any(s in ("-s", "-u") for s in statics)
+                or any(
+                    not (s in ("-s", "-u", "-q", "-p") or s in SAFE_SHOPT)
+                    for s in statics
+                    if s is not None
+                )
+            ):
+                self.refuse(
+                    "rebinding", resolved.name_node, "shopt " + " ".join(map(str, statics))[:40]
+                )
+        elif name == "set":
+            self.set_construct(resolved, statics)
+        elif name in ("mapfile", "readarray") and any(
+            s is None or (s.startswith("-") and "C" in s) for s in statics
+        ):
+            self.refuse("rebinding", resolved.name_node, f"{name} -C")
+        elif name == "wait" and any(s is None or (s.startswith("-") and "p" in s) for s in statics):
+            self.refuse("name-word", resolved.name_node, "wait -p")
+        elif name == "read":  # read -d $m: bash splits $m into more names (a[$(cmd)])
+            for word in self.option_arguments(arguments, statics, self._OPTION_ARGUMENTS["read"]):
+                if self.fixed(word) is None and not self.carries(word):
+                    self.refuse("option-word", word, self.text(word)[:40])
+
+    @staticmethod
+    def option_arguments(
+        words: list[Any], statics: list[str | None], takes_argument: str
+    ) -> Iterator[Any]:
+        """The words a builtin reads as its options' arguments (``-d X``)."""
+        position = 0
+        while position < len(words):
+            text = statics[position]
+            if text is None or text == "--" or not text.startswith("-") or len(text) < 2:
+                return
+            letters = text[1:]
+            for offset, letter in enumerate(letters):
+                if letter in takes_argument:
+                    if offset + 1 == len(letters) and position + 1 < len(words):
+                        position += 1
+                        yield words[position]
+                    break
+            position += 1
+
+    def files_made(self) -> set[str]:
+        """The base names of the files this script may create: redirect
+        targets and the words of the programs that copy or link files."""
+        made: set[str] = set()
+        for node in self.tree.nodes:
+            words: list[Any] = []
+            if node.type == "file_redirect":
+                words = [node.child_by_field_name("destination")]
+            elif node.type == "command":
+                resolved = self.resolve_quietly(node)
+                if resolved is not None and resolved.name in self._MAKERS:
+                    words = resolved.arguments
+            for word in words:
+                text = self.tree.static(word) if word is not None else None
+                if text and not text.startswith("-"):
+                    made.add(base_name(text.split("=", 1)[-1]))
+        return made
+
+    def stdin_source(self, command: Any) -> str | None:
+        """Where ``command`` reads its stdin from, if anything but the
+        step's own (nothing) or a heredoc: a pipe, a file, a here-string."""
+        tree = self.tree
+        node = command
+        while tree.parent(node) is not None:
+            parent = tree.parent(node)
+            if parent.type in ("command_substitution", "process_substitution"):
+                return None
+            if parent.type == "pipeline":
+                stages = [c for c in parent.children if c.is_named]
+                if stages and stages[0].id != node.id:
+                    return "a pipe"
+            if parent.type == "redirected_statement":
+                for redirect in parent.children:
+                    if redirect.type == "herestring_redirect":
+                        return "a here-string"
+                    if redirect.type == "file_redirect":
+                        operator = next(
+                            (self.text(c) for c in redirect.children if not c.is_named), ""
+                        )
+                        target = redirect.child_by_field_name("destination")
+                        text = self.tree.static(target) if target is not None else None
+                        if operator in READING_REDIRECTS and text != "/dev/null":
+                            return "a file"
+            node = parent
+        return None
+
+    def set_construct(self, resolved: Command, statics: list[str | None]) -> None:
+        expect_option = False
+        for word, text in zip(resolved.arguments, statics, strict=True):
+            if text is None:
+                self.refuse("rebinding", word, "set with a word read at run time")
+                return
+            if expect_option:
+                expect_option = False
+                if text not in SAFE_SET_OPTIONS:
+                    self.refuse("rebinding", word, f"set -o {text}")
+                continue
+            if text == "--" or not text.startswith(("-", "+")):
+                self.refuse("rebinding", word, "set with positional parameters")
+                return
+            letters = set(text[1:])
+            if not letters <= SAFE_SET_LETTERS:
+                self.refuse("rebinding", word, f"set {text}")
+            expect_option = "o" in letters
+
+    def bracket_test_construct(self, test: Any) -> None:
+        """``[ ... ]`` as tree-sitter files it, flattened back to test's words."""
+        words: list[Any] = []
+        stack = list(reversed(test.children[1:-1]))
+        while stack:
+            node = stack.pop()
+            if node.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+                stack.extend(reversed(node.children))
+            else:
+                words.append(node)
+        self.test_words(words, [self.test_static(w) for w in words])
+
+    def declaration_construct(self, declaration: Any) -> None:
+        if self.carries(declaration):
+            return  # the value's own check refuses the whole declaration
+        for child in declaration.named_children:
+            if child.type == "variable_assignment":
+                continue
+            text = self.fixed(child)
+            bad = text is None or text.startswith(("-", "+")) or not IDENTIFIER.fullmatch(text)
+            if bad and not self.carries(child):  # else the value's own check reports it
+                self.refuse("declaration", child, self.text(child)[:40])
+
+    def assignment_construct(self, assignment: Any) -> None:
+        name = self.assigned_name(assignment)
+        if name is None:
+            return
+        if is_rebinding_name(name):
+            owner = self.tree.parent(assignment)
+            if name == "IFS" and owner is not None and owner.type == "command":
+                resolved = self.resolve_quietly(owner)
+                if resolved is not None and resolved.name in STDIN_BUILTINS:
+                    return  # IFS= read -r line: for that read only
+            self.refuse("shell-control", assignment, name)
+
+    def unclear_heredoc(self) -> Any:
+        """A heredoc whose end bash might place elsewhere than the parser did.
+
+        tree-sitter and bash disagree on some heredocs (a delimiter line with
+        trailing spaces, a line joined by a trailing backslash); a value the
+        parser saw after the heredoc could be inside its body for bash, where
+        quotes do not protect it.  So every heredoc must end provably: a
+        plain delimiter, its end line exactly the delimiter, no earlier body
+        line equal to it, and (unquoted) no body line ending in a backslash.
+        """
+        lines = self.source.split(b"\n")
+        for node in self.tree.nodes:
+            if node.type != "heredoc_redirect":
+                continue
+            kinds = {c.type: c for c in node.children}
+            start, end = kinds.get("heredoc_start"), kinds.get("heredoc_end")
+            if start is None or end is None:
+                return node
+            word = self.tree.text_bytes(start)
+            quoted = _QUOTED_DELIMITER.fullmatch(word)
+            delimiter = quoted.group(2) if quoted else word
+            if not _PLAIN_DELIMITER.fullmatch(delimiter):
+                return node
+            strip_tabs = "<<-" in kinds
+            body = kinds.get("heredoc_body")
+            first = body.start_point[0] if body is not None else end.start_point[0]
+            last = end.start_point[0]
+            if first > last:
+                return node
+            keys = [line.lstrip(b"\t") if strip_tabs else line for line in lines[first : last + 1]]
+            if keys[-1] != delimiter:
+                return node
+            for line, line_key in zip(lines[first:last], keys, strict=False):
+                if line_key == delimiter or (not quoted and line.endswith(b"\\")):
+                    return node
+        return None
