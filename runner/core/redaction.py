@@ -87,15 +87,18 @@ def secret_forms(text: str) -> set[str]:
 
     A secret must not leak through the way a tool escapes it: bash's ``set -x``
     (``'it'\\''s'`` or ``$'a\\tb'``), ``printf %q`` (``a\\ b``), ``declare -p``
-    (``"a\\$b"``), JSON, Python's ``repr``, ``shlex.quote``, URL encoding and
-    base64.  Each is computed character by character, so it also matches the
-    secret inside a longer quoted word.  ``$'...'`` comes in two spellings:
+    (``"a\\$b"``), JSON, Python's ``repr``, ``shlex.quote``, URL encoding (as
+    Python, jq's ``@uri``, JavaScript and HTML forms write it) and base64.
+    Each is computed character by character, so it also matches the secret
+    inside a longer quoted word.  ``$'...'`` comes in two spellings:
     non-ASCII characters kept (a UTF-8 locale) or as octal bytes (the C locale).
     """
     import base64
-    from urllib.parse import quote
+    from urllib.parse import quote, quote_plus
 
     raw = text.encode("utf-8", errors="surrogatepass")
+    original = _original_bytes(text)
+    url_encoded = quote(original, safe="")
     b64 = base64.b64encode(raw).decode("ascii")
     # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
     # backslash too, which leaves this form a substring of the printed word.
@@ -112,7 +115,12 @@ def secret_forms(text: str) -> set[str]:
         json.dumps(text, ensure_ascii=False)[1:-1],
         repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
         repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
-        quote(_original_bytes(text), safe=""),
+        url_encoded,
+        # jq's @uri and JavaScript's encodeURIComponent keep !'()* (the tenth
+        # review); forms send + for a space; some encoders write %2f
+        quote(original, safe="!'()*"),
+        quote_plus(original, safe=""),
+        re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url_encoded),
         b64,
         b64.rstrip("="),
         base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),

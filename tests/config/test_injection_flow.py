@@ -46,6 +46,7 @@ PAYLOADS = {
     "read-d": "x a[$(touch${IFS}CANARY_READ)]",
     "glob-name": "za[$(touch CANARY_GLOB)]",
     "tar": "--use-compress-program=touch CANARY_TAR #",
+    "sed": "a/p;e touch CANARY_SED\n#",
 }
 
 #: (class, template, tainted env names): refused by validate and at run time.
@@ -182,6 +183,17 @@ FLOWS = [
     ("review9", 'V={{ x.cmd }}; ! { eval "$V"; }', ()),
     ("review9", 'V={{ x.cmd }}; ! if true; then eval "$V"; fi', ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
+    # the tenth review: a name the process exports already (TERM) and a
+    # shell find starts; printenv reads an env: value back untainted; $(cat)
+    # inside a block whose stdin is a value
+    ("review10", "TERM={{ x.cmd }}; find . -maxdepth 0 -exec sh -c 'eval \"$TERM\"' \\;", ()),
+    ("review10", 'v="$(printenv V)"; echo "$(( v + 1 ))"', ("V",)),
+    (
+        "review10",
+        "{ w=\"$(cat)\"; } < <(printf '%s' {{ x.sed }}); echo a > w.txt; sed -n \"/$w/p\" w.txt",
+        (),
+    ),
+    ("review10", "printf '%s' {{ x.sed }} | { w=\"$(cat)\"; echo a | sed -n \"/$w/p\"; }", ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
@@ -374,6 +386,16 @@ STRICT_FLOWS = [
     ("test -v >\f {{ x.name }}", ["grep"]),
     ("if test {-v,{{ x.name }}}; then echo set; fi", ["grep"]),
     ("[ -n {x,-o,-v,{{ x.name }}} ] || echo no", ["grep"]),
+    # the tenth review: bash evaluates what is assigned to OPTIND, RANDOM,
+    # SRANDOM and HISTCMD; SHLVL is a number only until assigned; $(cat)
+    # in a block fed a value; a name exported already reaches find's shell
+    ('read -r OPTIND <<< {{ x.name }}; echo "$OPTIND"', ["grep"]),
+    ('printf -v RANDOM %s {{ x.name }}; echo "$RANDOM"', ["grep"]),
+    (': > {{ x.glob_name }}; SRANDOM="$(echo za*)"; echo "$SRANDOM"', ["grep"]),
+    (': > {{ x.glob_name }}; SHLVL="$(echo za*)"; echo "$(( SHLVL + 1 ))"', ["grep"]),
+    ('{ n="$(cat)"; } <<< {{ x.name }}; echo "$(( n + 1 ))"', ["grep"]),
+    ("printf '%s' {{ x.name }} | { n=\"$(cat)\"; echo \"$(( n + 1 ))\"; }", ["grep"]),
+    ("TERM={{ x.cmd }}; find . -maxdepth 0 -exec sh -c 'eval \"$TERM\"' \\;", ["grep"]),
 ]
 
 

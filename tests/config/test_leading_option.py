@@ -42,7 +42,7 @@ def config(tmp_path: Path, steps: str, *, flag: str = "no_leading_dash: true") -
         textwrap.dedent(
             f"""\
             version: 1
-            consumers: [git, ls, ex, vim, less]  # they get values: strict mode
+            consumers: [git, ls, ex, vim, less, touch]  # they get values: strict mode
             inputs:
               acme.x:
                 as: x

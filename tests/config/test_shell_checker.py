@@ -272,13 +272,26 @@ CASES = [
     (
         "GIT_SSH_COMMAND={0} git fetch",
         (),
-        [(0, "env-name", 1, 1, "GIT_SSH_COMMAND")],
+        [
+            (0, "env-name", 1, 1, "GIT_SSH_COMMAND"),
+            # and an upper-case name may be exported already (review 10)
+            (
+                None,
+                "executor",
+                1,
+                25,
+                "git runs with a value in its environment ($GIT_SSH_COMMAND)",
+            ),
+        ],
     ),
     ("X={0} env", (), [(0, "wrapper", 1, 11, "env")]),
     (
         "EDITOR={0} crontab -e",
         (),
-        [(0, "env-name", 1, 1, "EDITOR")],
+        [
+            (0, "env-name", 1, 1, "EDITOR"),
+            (None, "executor", 1, 16, "crontab runs with a value in its environment ($EDITOR)"),
+        ],
     ),
     ("FOO={0} ls", (), []),
     ("env GIT_SSH=x ls {0}", (), [(0, "env-name", 1, 5, "GIT_SSH")]),
@@ -410,3 +423,50 @@ def test_a_finding_message_names_the_position_the_detail_the_rule_and_the_fix() 
 def test_a_script_without_values_or_tainted_names_is_not_parsed() -> None:
     assert check_script("this is ( not bash", []) == []
     assert findings("this is ( not bash {0}") == [(None, "syntax", 1, 9, "")]
+
+
+# --- the tenth review: names and shells the checker missed --------------------
+
+
+@pytest.mark.parametrize("name", ["c99-gcc", "c89-gcc", "gpic", "x86_64-linux-gnu-gcc-12"])
+def test_listed_programs_under_distribution_spellings_are_executors(name) -> None:
+    from runner.config.shell.rules import is_executor
+
+    assert is_executor(name)
+
+
+@pytest.mark.parametrize("name", ["grep", "gzip", "gunzip", "c99-grep", "g"])
+def test_the_spellings_do_not_make_every_program_an_executor(name) -> None:
+    from runner.config.shell.rules import is_executor
+
+    assert not is_executor(name)
+
+
+@pytest.mark.parametrize("name", ["DBUS_SESSION_BUS_ADDRESS", "CLOUDSDK_PYTHON_ARGS"])
+def test_addresses_and_argument_lists_are_code_bearing(name) -> None:
+    from runner.config.shell.rules import is_code_bearing_env
+
+    assert is_code_bearing_env(name)
+
+
+def test_rbash_is_bash_and_other_shells_get_no_env_values() -> None:
+    script = 'msg="$V"; eval "echo $msg"'
+    assert "rebinding" in {f.rule for f in check_script(script, [], ["V"], shell="/bin/rbash")}
+    assert [f.rule for f in check_script(script, [], ["V"], shell="zsh")] == ["shell-dialect"]
+    assert check_script("import os; print(os.environ['V'])", [], ["V"], shell="python3") == []
+
+
+def test_strict_mode_runs_no_other_program_beside_an_env_value() -> None:
+    """``consumers:`` promises no value reaches an unnamed program, through
+    its environment too: dbus-send ran a ``unixexec:`` bus address."""
+    found = check_script(
+        "dbus-send --session x", [], ["DBUS_SESSION_BUS_ADDRESS"], consumers=["grep"]
+    )
+    assert [(f.rule, f.detail.split(" ")[0]) for f in found] == [("consumer", "dbus-send")]
+    assert check_script('grep -c x -- "$V" f', [], ["V"], consumers=["grep"]) == []
+
+
+def test_what_prints_variables_carries_their_values() -> None:
+    """``$(printenv V)`` and ``$(declare -p)`` read a value back untainted."""
+    for script in ('v="$(printenv V)"; echo $(( v ))', 'v="$(declare -p V)"; echo $(( v ))'):
+        assert "arithmetic" in {f.rule for f in check_script(script, [], ["V"])}, script

@@ -282,3 +282,37 @@ def test_the_forms_of_a_bytes_secret_are_its_bytes_forms(secret) -> None:
     finally:
         _secrets.reset(token)
     assert shown == "***|$'***'|***|declare -x S=$'***'\n", shown
+
+
+#: Tools that URL-encode a secret their own way: jq's @uri and JavaScript's
+#: encodeURIComponent keep !'()*, an HTML form writes + for a space, some
+#: encoders write lower-case hex.
+URL_ENCODERS = {
+    "jq-uri": ["jq", "-Rrj", "@uri"],
+    "form-plus": [
+        "python3",
+        "-c",
+        "import sys, urllib.parse as u; print(u.quote_plus(sys.stdin.read()))",
+    ],
+    "lower-hex": [
+        "python3",
+        "-c",
+        "import re, sys, urllib.parse as u; "
+        "print(re.sub('%[0-9A-F]{2}', lambda m: m[0].lower(), u.quote(sys.stdin.read(), safe='')))",
+    ],
+}
+
+
+@pytest.mark.parametrize("encoder", URL_ENCODERS.values(), ids=URL_ENCODERS.keys())
+def test_a_secret_url_encoded_by_other_tools_is_scrubbed(encoder) -> None:
+    """The tenth review: jq's ``@uri`` of a secret with ``!`` in it reached
+    ``--json`` unmasked (only Python's ``quote(safe='')`` was a form)."""
+    from runner.core.redaction import scrub, secret_text_forms
+
+    secret = "s3cr3t Pass!word(x)*'y'/"
+    forms = sorted(secret_text_forms(secret), key=len, reverse=True)
+    printed = subprocess.run(
+        encoder, input=secret, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert printed and printed != secret
+    assert scrub(f"token={printed};", forms) == "token=***;"

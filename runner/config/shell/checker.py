@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from .rules import RULES, dialect_of, is_shell_control_name
+from .rules import RULES, UNMODELLED_SHELLS, dialect_of, is_shell_control_name, shell_base
 from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
@@ -87,19 +87,25 @@ class _Check(SubsetCheck, TaintCheck):
         self.value_starts = sorted(self.value_nodes)
         self.constructs()
         readers: dict[int, Any] = {}
-        while True:  # until no command reads a file a (newly found) value was written to
+        followed: dict[int, Any] = {}
+        while True:  # until no command newly reads a value from a file or its stdin
             self.taint()
             self.arithmetic()
             self.flows()
             for reader in readers.values():
                 self.judge_reader(reader)
+            for reader in followed.values():
+                self.follow_output(reader)
             found = {r.id: r for r in self.file_readers() if r.id not in readers}
-            if not found:
+            piped = {k: c for k, c in self.stdin_readers.items() if k not in followed}
+            if not found and not piped:
                 self.programs_beside_files()
                 self.interpreters_beside_values()
                 return self.findings
             readers.update(found)
-            self.extra_starts.update(r.start_byte for r in found.values())
+            followed.update(piped)
+            # their output carries the value: a $( ) around one taints its variable
+            self.extra_starts.update(r.start_byte for r in (*found.values(), *piped.values()))
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:
@@ -131,7 +137,7 @@ def check_script(
         return []
     dialect = dialect_of(shell)
     if dialect is None:
-        if not sentinels:
+        if not sentinels and shell_base(shell) not in UNMODELLED_SHELLS:
             return []  # env values: the program reads its environment as data
         return [Finding(None, "shell-dialect", 1, 1, f"shell {shell!r}")]
     check = _Check(

@@ -482,6 +482,16 @@ class FlowCheck(ReceiverCheck):
             ):
                 after = True
 
+    def follow_output(self, command: Any) -> None:
+        """``command`` read a value on its stdin (judged then as a receiver):
+        whatever reads its output receives the value too (``{ m=$(cat); }
+        < <(printf %s {{ x }})``, found by the tenth review)."""
+        self.index = None
+        try:
+            self.statement(command, command)
+        except Refused as refused:
+            self.refuse(refused.rule, refused.node, refused.detail)
+
     def judge_reader(self, command: Any) -> None:
         """``command`` reads a file that holds a value: it receives it, and
         whatever reads its output does too."""

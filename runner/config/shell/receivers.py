@@ -18,6 +18,7 @@ import posixpath
 from typing import Any
 
 from .rules import (
+    ALWAYS_TAINTED,
     BUILTINS,
     RUNNING_OPTIONS,
     SAFE_BUILTINS,
@@ -63,6 +64,8 @@ class ReceiverCheck(CheckState):
             option = self.tree.static(word)
             if option is not None and _is_running_option(option.split("=", 1)[0]):
                 raise Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
+        if via in ("stdin", "<( )"):
+            self.stdin_readers.setdefault(key, command)  # { m=$(cat); } <<< v: m holds it
         if via in ("stdin", "<( )") and name not in BUILTINS | STREAM_FILTERS:
             self.content_written = True  # it may write what it read to any file
         if via == "argv" and name in self._MAKERS | {"mkdir", "mkfifo", "mknod", "truncate"}:
@@ -291,8 +294,13 @@ class ReceiverCheck(CheckState):
         tainted variable, a ``NAME=value cmd`` prefix), no program that runs
         code may run anywhere in the script (in strict mode: unless it is a
         consumer), however its code would name the variable."""
-        # cd {{ x }}: bash exports the PWD it inherited, and OLDPWD, like a cwd:
+        # cd {{ x }}: bash exports the PWD it inherited, and OLDPWD, like a cwd;
+        # TMPDIR={{ x }}: a name the sandbox may export already (the tenth
+        # review: TMPDIR, TERM, a step's env: name) is exported once assigned.
         exported = set(self.env_tainted) | (self.tainted.keys() & {"PWD", "OLDPWD"})
+        exported |= {
+            name for name in self.tainted if name not in ALWAYS_TAINTED and may_be_exported(name)
+        }
         for node in self.tree.nodes:
             if node.type == "declaration_command" and self.text(node).startswith("export"):
                 for child in node.named_children:
@@ -303,6 +311,11 @@ class ReceiverCheck(CheckState):
                     )
                     if name in self.tainted:
                         exported.add(name)
+        if self.tainted.keys() - ALWAYS_TAINTED or exported:
+            for command in self.commands:  # v=$(printenv X), $(declare -p): they print values
+                resolved = self.resolve_quietly(command)
+                if resolved is not None and self.prints_variables(resolved, bool(exported)):
+                    self.stdin_readers.setdefault(command.id, command)
         if not exported:
             return
         shown = ", ".join(f"${name}" for name in sorted(exported))
@@ -310,6 +323,19 @@ class ReceiverCheck(CheckState):
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name is None:
                 continue
+            if self.consumers is not None and resolved.name not in BUILTINS:
+                # strict mode: no program but a consumer gets a value, its
+                # environment included (dbus-send with DBUS_SESSION_BUS_ADDRESS)
+                if resolved.name in STRICT_RECEIVERS:
+                    continue
+                if resolved.name not in self.consumers or is_interpreter(resolved.name):
+                    self.refuse(
+                        "consumer",
+                        resolved.name_node,
+                        f"{resolved.name} runs with a value in its environment ({shown})",
+                        index=None,
+                    )
+                    continue
             if not is_executor(resolved.name) and (
                 resolved.name in BUILTINS or self.launched(resolved) is None
             ):
@@ -323,6 +349,37 @@ class ReceiverCheck(CheckState):
                 f"{resolved.name} runs with a value in its environment ({shown})",
                 index=None,
             )
+
+    #: Builtins that print variables (with ``-p`` or no words at all).
+    _VARIABLE_PRINTERS = frozenset({"set", "declare", "typeset", "export", "readonly", "local"})
+
+    def prints_variables(self, resolved: Command, exported: bool) -> bool:
+        """Does ``resolved`` print variables a value may be in: ``printenv``
+        and ``env`` with no command (the environment, when a value is
+        exported), ``declare -p``, ``set`` and their kin (any variable)?"""
+        words = [self.tree.static(w) for w in resolved.arguments]
+        if resolved.name in ("printenv", "env"):
+            if not exported:
+                return False
+            if resolved.name == "printenv":
+                return True
+            return all(w is not None and (w.startswith("-") or "=" in w) for w in words)
+        if resolved.name in self._VARIABLE_PRINTERS:
+            return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
+        return False
+
+
+def may_be_exported(name: str) -> bool:
+    """Might the sandbox export ``name`` before the script runs?  Environment
+    variables are upper case by convention (``TMPDIR``, ``TERM``, a step's
+    ``env:``), besides the proxy settings; an image that exports another
+    lower-case name is outside what the checker sees (SECURITY.md says so)."""
+    return name != name.lower() or name in _LOWER_CASE_ENVIRONMENT
+
+
+_LOWER_CASE_ENVIRONMENT = frozenset(
+    {"http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy"}
+)
 
 
 def _device(path: str) -> str | None:

@@ -515,12 +515,53 @@ def is_executor(name: str) -> bool:
         return True
     stem = _SPELLING.fullmatch(name)
     names = {name, stem.group(1)} if stem else {name}
+    for prefix in _WRAPPER_PREFIXES:  # c99-gcc is gcc run in C99 mode
+        names |= {n[len(prefix) :] for n in names if n.startswith(prefix)}
     variants = {
         v for n in names for v in (n, n.split(".", 1)[0], re.sub(r"-?[0-9][0-9.]*$", "", n))
     }
+    variants |= {v[1:] for v in variants if v in _GNU_PREFIXED}
     return any(
         v in EXECUTORS or v in EXECUTOR_SUPPLEMENT or is_interpreter(v) for v in variants if v
     )
+
+
+#: Prefixes under which distributions install a listed program (the tenth
+#: review ran Debian's ``c99-gcc -wrapper /bin/sh,-s``).
+_WRAPPER_PREFIXES = ("c89-", "c99-", "c11-", "c17-")
+#: GNU builds installed with a ``g`` before the name (groff's ``gpic``, the
+#: coreutils, findutils and sed of BSD-flavoured systems): the program
+#: without it.  A list, not a rule: ``gzip`` is not ``zip``, ``gpg`` not ``pg``.
+_GNU_PREFIXED = frozenset(
+    {
+        "gpic",
+        "gtbl",
+        "geqn",
+        "grefer",
+        "gsoelim",
+        "gtroff",
+        "gnroff",
+        "gsed",
+        "gawk",
+        "gtar",
+        "gfind",
+        "gxargs",
+        "gmake",
+        "gm4",
+        "genv",
+        "gtimeout",
+        "gnice",
+        "gnohup",
+        "gstdbuf",
+        "gchroot",
+        "gsplit",
+        "gcsplit",
+        "gsort",
+        "gtee",
+        "gdate",
+        "ginstall",
+    }
+)
 
 
 #: Variables whose assignment makes later lines run something else (PATH
@@ -599,7 +640,14 @@ SHELL_CONTROL_NAMES = REBINDING_NAMES | frozenset(
 # LC_*: a multibyte locale where "\\" ends a character changes how text is read.
 _SHELL_CONTROL_PREFIXES = ("BASH", "LD_", "COMP_", "HIST", "BASH_FUNC_", "LC_")
 
-#: Variables bash keeps as integers: safe to name in arithmetic.
+#: Variables bash evaluates as arithmetic when they are assigned
+#: (``declare -i``): ``OPTIND='a[$(cmd)]'`` runs cmd, so only a number may be
+#: assigned to them in a script with values (found by the tenth review;
+#: ``env -i bash -c 'compgen -v'`` tried one by one lists exactly these).
+INTEGER_ASSIGNED = frozenset({"OPTIND", "RANDOM", "SRANDOM", "HISTCMD"})
+
+#: Variables bash keeps as integers: safe to name in arithmetic while the
+#: script does not assign them (``SHLVL="$(echo *)"`` makes one text).
 BASH_INTEGERS = frozenset(
     {
         "RANDOM",
@@ -630,7 +678,10 @@ _CODE_BEARING_ENV = re.compile(
     # found in the sixth review (ZIPOPT -TT runs a command), and their kind:
     # options, remote shells, helper programs and config files by name
     r".*OPTS?|.*OPTIONS|.*FLAGS|.*_RSH|RSH|.*_PROG|.*_PROGRAM|.*WGETRC|INPUTRC|.*_RC|"
-    r"TAPE|CVS_.*|RSYNC_.*|OPENSSL_.*|ZIP.*|UNZIP.*|.*_CONF|.*_CONFIG)"
+    r"TAPE|CVS_.*|RSYNC_.*|OPENSSL_.*|ZIP.*|UNZIP.*|.*_CONF|.*_CONFIG|"
+    # the tenth review: a D-Bus address runs a program (unixexec:), the
+    # Cloud SDK hands *_ARGS to Python; addresses and argument lists by kind
+    r"DBUS_.*|.*_ADDRESS|.*_ARGS|.*_ARGV|CLOUDSDK_.*)"
 )
 
 
@@ -701,12 +752,23 @@ STREAM_FILTERS = frozenset(
     }
 )
 
-DIALECTS = {"bash": "bash", "sh": "posix", "dash": "posix", "ash": "posix"}
+DIALECTS = {"bash": "bash", "rbash": "bash", "sh": "posix", "dash": "posix", "ash": "posix"}
+
+#: Shells the checker does not model: a value may not reach one even through
+#: ``env:`` (an interpreter such as ``python3`` reads its environment as the
+#: step's own code decides; a shell expands and evaluates it by its rules).
+UNMODELLED_SHELLS = frozenset(
+    {"ksh", "ksh93", "mksh", "lksh", "oksh", "pdksh", "zsh", "yash", "posh", "fish", "csh", "tcsh"}
+)
+
+
+def shell_base(shell: str | None) -> str:
+    """The base name of a configured shell's program (``/bin/rbash -e``: ``rbash``)."""
+    if shell is None:
+        return "bash"
+    return shell.strip().split()[0].rsplit("/", 1)[-1] if shell.strip() else ""
 
 
 def dialect_of(shell: str | None) -> str | None:
     """The dialect of a configured shell (its base name), or None for one not modelled."""
-    if shell is None:
-        return "bash"
-    base = shell.strip().split()[0].rsplit("/", 1)[-1] if shell.strip() else ""
-    return DIALECTS.get(base)
+    return DIALECTS.get(shell_base(shell))

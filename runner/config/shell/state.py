@@ -88,6 +88,10 @@ class CheckState:
         self.tainted: dict[str, int | None] = dict.fromkeys(tainted)
         self.tainted.update(dict.fromkeys(ALWAYS_TAINTED))
         self.numeric: set[str] = set()
+        #: every name the script assigns (bash's integers among them are not trusted)
+        self.defined: set[str] = set()
+        #: commands that read a value on their stdin (their output carries it)
+        self.stdin_readers: dict[int, Any] = {}
         self.tainted_paths: set[str] = set()
         #: whether a redirect wrote a value to a file, or a program that may
         #: write files read one as content (``programs_beside_files``)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .rules import BASH_INTEGERS, is_code_bearing_env, is_shell_control_name
+from .rules import BASH_INTEGERS, INTEGER_ASSIGNED, is_code_bearing_env, is_shell_control_name
 from .state import IDENTIFIER, CheckState
 
 _ARITH_NAME = re.compile(rb"(?<![0-9A-Za-z_#$])[A-Za-z_][A-Za-z0-9_]*")
@@ -121,6 +121,15 @@ class TaintCheck(CheckState):
             if changed:
                 self.mark_mentions()
         self.guard_names(defs)
+        self.defined = {name for name, _, _ in defs}
+        for name, node, kind in defs:
+            if name in INTEGER_ASSIGNED and not self.is_numeric_def(node, kind):
+                self.refuse(
+                    "arithmetic",
+                    node,
+                    f"bash evaluates what is assigned to {name} as arithmetic",
+                    index=None,
+                )
         numeric_candidates: dict[str, bool] = {}
         for name, node, kind in defs:
             numeric_candidates[name] = numeric_candidates.get(name, True) and self.is_numeric_def(
@@ -300,4 +309,4 @@ class TaintCheck(CheckState):
     def arithmetic_name(self, name: str) -> bool:
         if name in ("#", "?", "$", "!"):  # numbers; $- and $0 are words (read as names)
             return True
-        return name in BASH_INTEGERS or name in self.numeric
+        return (name in BASH_INTEGERS and name not in self.defined) or name in self.numeric
