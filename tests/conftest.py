@@ -173,6 +173,19 @@ def snapshot_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture
+def inotify_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests that take every inotify instance a host uid has, and tests that
+    need one in a sandbox, run one at a time across test processes
+    (``pytest -n``): the first kind starves host uid 1000 (the main engine's
+    sandbox user) or host root (the remapped engine's namespaces) for a
+    moment (tests/test_userns_remap.py)."""
+    path = tmp_path_factory.getbasetemp().parent / "inotify.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture
 def docker_client() -> Any:
     problem = docker_problem()
     if problem:

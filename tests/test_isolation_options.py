@@ -103,7 +103,9 @@ def test_the_strict_profile_is_dockers_default_without_the_denied_calls() -> Non
 @pytest.mark.docker
 @pytest.mark.anyio
 @pytest.mark.parametrize("seccomp", ["default", "strict"])
-async def test_strict_seccomp_denies_what_agents_never_need(docker_backend, seccomp) -> None:
+async def test_strict_seccomp_denies_what_agents_never_need(
+    docker_backend, seccomp, inotify_lock
+) -> None:
     """The agent's raw calls: under ``strict`` each one fails with EPERM
     while unix and internet sockets still open; under Docker's default the
     same calls get past seccomp (io_uring_setup fails on its bad arguments,

@@ -129,7 +129,7 @@ def host_inotify_as(uid: int) -> str:
 @pytest.mark.anyio
 @pytest.mark.parametrize("docker_backend", ["docker", "userns"], indirect=True)
 async def test_an_agent_holding_every_inotify_instance_no_longer_starves_host_uid_1000(
-    docker_backend,
+    docker_backend, inotify_lock
 ) -> None:
     """Finding 5: the agent (uid 1000) takes every inotify instance it can
     and holds them.  On the main engine a host process of uid 1000 then
