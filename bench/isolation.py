@@ -1,10 +1,12 @@
 """What the stronger isolation options cost: start and exec under each, against the defaults.
 
-    .venv/bin/python bench/isolation.py [--rounds N] [--image TAG]
+    .venv/bin/python bench/isolation.py [--rounds N] [--image TAG] [--userns-host URL]
 
-For each setup (the defaults: runc with Docker's seccomp profile;
-``seccomp="strict"``; ``runtime="runsc"`` where the engine has it), in the
-same process and interleaved round by round, it prints medians of:
+For each setup (the defaults: runc with Docker's seccomp profile, on the
+main engine; ``seccomp="strict"``; ``runtime="runsc"`` where the engine has
+it; the defaults on the engine with user-namespace remapping that
+``scripts/docker-userns-up`` starts, where it answers), in the same process
+and interleaved round by round, it prints medians of:
 
 - start: ``start_session()`` to a sandbox ready for commands (container
   created and started, exec channel up, workspace handed over);
@@ -26,11 +28,21 @@ import anyio
 import runner as agents
 from runner.sandboxes.docker.environment import DockerClient, LocalDockerSandbox
 
-SETUPS = {
+SETUPS: dict[str, dict[str, str]] = {
     "default": {},
     "seccomp=strict": {"seccomp": "strict"},
     "runtime=runsc": {"runtime": "runsc"},
+    "userns-remap": {},  # docker_host: the remapped engine (--userns-host)
 }
+
+
+def remapped(url: str) -> bool:
+    """Whether an engine answers at ``url`` and remaps user namespaces."""
+    try:
+        info = DockerClient(url)._connect().info()
+    except Exception:
+        return False
+    return "name=userns" in " ".join(info.get("SecurityOptions") or [])
 
 
 async def one_round(image: str, options: dict) -> tuple[float, float, float]:
@@ -56,9 +68,20 @@ async def main() -> None:
     parser.add_argument(
         "--image", default=os.environ.get("RUNNER_DOCKER_IMAGE", "sandbox-runner-test:latest")
     )
+    parser.add_argument(
+        "--userns-host",
+        default=os.environ.get(
+            "RUNNER_TEST_USERNS_HOST", "unix:///run/sandbox-runner-userns/docker.sock"
+        ),
+        help="the engine with --userns-remap (scripts/docker-userns-up starts one)",
+    )
     args = parser.parse_args()
     runtimes = DockerClient()._connect().info().get("Runtimes") or {}
     setups = {k: v for k, v in SETUPS.items() if v.get("runtime", "runc") in runtimes}
+    if remapped(args.userns_host):
+        setups["userns-remap"] = {"docker_host": args.userns_host}
+    else:
+        del setups["userns-remap"]
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in setups}
     for _ in range(args.rounds):
         for name, options in setups.items():
@@ -75,6 +98,8 @@ async def main() -> None:
         )
     if "runtime=runsc" not in setups:
         print("(no runsc runtime on this engine: scripts/docker-up registers it)")
+    if "userns-remap" not in setups:
+        print(f"(no remapped engine at {args.userns_host}: scripts/docker-userns-up starts one)")
 
 
 if __name__ == "__main__":

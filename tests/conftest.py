@@ -43,6 +43,12 @@ TEST_IMAGE_MINIMAL = os.environ.get(
 TEST_IMAGE_BUSYBOX = os.environ.get(
     "RUNNER_TEST_IMAGE_BUSYBOX", "sandbox-runner-test-busybox:latest"
 )
+#: The second engine scripts/docker-userns-up starts beside the main one:
+#: ``dockerd --userns-remap=default`` (container root is host uid 100000,
+#: the sandbox user host uid 101000), with the test images copied into it.
+USERNS_HOST = os.environ.get(
+    "RUNNER_TEST_USERNS_HOST", "unix:///run/sandbox-runner-userns/docker.sock"
+)
 
 
 #: How tests start the command line.  scripts/test sets RUNNER_CLI to the
@@ -167,6 +173,19 @@ def snapshot_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture
+def inotify_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests that take every inotify instance a host uid has, and tests that
+    need one in a sandbox, run one at a time across test processes
+    (``pytest -n``): the first kind starves host uid 1000 (the main engine's
+    sandbox user) or host root (the remapped engine's namespaces) for a
+    moment (tests/test_userns_remap.py)."""
+    path = tmp_path_factory.getbasetemp().parent / "inotify.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture
 def docker_client() -> Any:
     problem = docker_problem()
     if problem:
@@ -178,17 +197,65 @@ def docker_client() -> Any:
     return docker.from_env()
 
 
+_userns_problem: str | None = None
+_userns_checked = False
+
+
+def userns_problem() -> str | None:
+    """Why the remapped engine cannot be used here, or None (checked once)."""
+    global _userns_checked, _userns_problem
+    if not _userns_checked:
+        _userns_checked = True
+        try:
+            import docker
+
+            client = docker.DockerClient(base_url=USERNS_HOST)
+            options = " ".join(client.info().get("SecurityOptions") or [])
+            if "name=userns" not in options:
+                _userns_problem = f"the engine at {USERNS_HOST} does not remap user namespaces"
+            client.images.get(TEST_IMAGE)
+        except Exception as exc:
+            _userns_problem = f"no remapped engine with {TEST_IMAGE} at {USERNS_HOST} ({exc})"
+        if _userns_problem:
+            _userns_problem += (
+                "; scripts/docker-up starts one (scripts/docker-userns-up, "
+                "log in /tmp/sandbox-runner-dockerd-userns.log)"
+            )
+    return _userns_problem
+
+
+@pytest.fixture
+def userns_client() -> Any:
+    """A client of the remapped engine; skipped (failed under CI) without one."""
+    problem = userns_problem()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    import docker
+
+    return docker.DockerClient(base_url=USERNS_HOST)
+
+
 class Backend:
     """Builds environments of one backend and reports what they left behind."""
 
     def __init__(
-        self, name: str, tmp_path: Path, docker_client: Any = None, image: str = TEST_IMAGE
+        self,
+        name: str,
+        tmp_path: Path,
+        docker_client: Any = None,
+        image: str = TEST_IMAGE,
+        docker_host: str | None = None,
     ) -> None:
         self.name = name
         self.temp_dir = tmp_path / "sandboxes"
         self.temp_dir.mkdir()
         self.docker_client = docker_client
         self.image = image  # Docker's: the image environments default to
+        #: Docker's: the engine environments use (None: DOCKER_HOST, else the
+        #: default socket); USERNS_HOST for the remapped engine.
+        self.docker_host = docker_host
 
     def environment(self, **options: Any) -> agents.SandboxEnvironment:
         if self.name == "local":
@@ -196,7 +263,15 @@ class Backend:
                 warnings.simplefilter("ignore", DangerousLocalWarning)
                 return agents.DangerousLocalSandbox(temp_dir=self.temp_dir, **options)
         options.setdefault("image", self.image)
+        if self.docker_host:
+            options.setdefault("docker_host", self.docker_host)
         return LocalDockerSandbox(**options)
+
+    def cli_environment(self) -> dict[str, str]:
+        """What a ``runner`` process needs in its environment to use this
+        backend's engine and image."""
+        engine = {"DOCKER_HOST": self.docker_host} if self.docker_host else {}
+        return {**engine, "RUNNER_DOCKER_IMAGE": self.image}
 
     def leftovers(self) -> list[str]:
         """Sandboxes of this test process that still exist."""
@@ -227,25 +302,54 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     assert backend.leftovers() == [], f"the {backend.name} backend left sandboxes behind"
 
 
+def _docker_on(request: pytest.FixtureRequest, tmp_path: Path, engine: str, kind: str) -> Any:
+    """A Docker ``Backend`` on ``engine`` (``docker``: the main one, ``userns``:
+    the remapped one) with the image of ``kind``."""
+    if engine == "userns":
+        client, host = request.getfixturevalue("userns_client"), USERNS_HOST
+    else:
+        client, host = request.getfixturevalue("docker_client"), None
+    tag = request.getfixturevalue("image_tags")[kind]
+    return Backend("docker", tmp_path, client, image=_present(tag, client), docker_host=host)
+
+
 @pytest.fixture
-def docker_backend(tmp_path: Path, docker_client: Any) -> Any:
-    backend = Backend("docker", tmp_path, docker_client)
+def docker_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A Docker backend on the main engine; a test parametrized indirectly with
+    ``"userns"`` (``ENGINES``) gets the remapped engine instead."""
+    engine = getattr(request, "param", "docker")
+    backend = _docker_on(request, tmp_path, engine, "full")
     yield backend
-    assert backend.leftovers() == [], "the docker backend left containers behind"
+    assert backend.leftovers() == [], f"the {engine} backend left containers behind"
+
+
+#: Indirect params of ``docker_backend``: the main engine and the remapped one.
+ENGINES = ("docker", "userns")
 
 
 def _backend_on(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A ``Backend`` for a param of ``local`` or ``docker:KIND`` (an image kind)."""
+    """A ``Backend`` for a param of ``local``, ``docker:KIND`` (an image kind)
+    or ``userns:KIND`` (that image on the remapped engine)."""
     if request.param == "local":
         return Backend("local", tmp_path)
-    client = request.getfixturevalue("docker_client")
-    tag = request.getfixturevalue("image_tags")[request.param.partition(":")[2]]
-    return Backend("docker", tmp_path, client, image=_present(tag, client))
+    engine, _, kind = request.param.partition(":")
+    return _docker_on(request, tmp_path, engine, kind)
 
 
-@pytest.fixture(
-    params=["local", *(pytest.param(f"docker:{k}", marks=pytest.mark.docker) for k in IMAGE_KINDS)]
+#: The params of ``backend_on_every_image``; a test may add ``userns:KIND``
+#: ones (indirect parametrization) to run on the remapped engine too.
+EVERY_BACKEND = (
+    "local",
+    *(pytest.param(f"docker:{k}", marks=pytest.mark.docker) for k in IMAGE_KINDS),
 )
+
+
+def on_userns(*kinds: str) -> list[Any]:
+    """Params ``userns:KIND`` for ``backend_on_every_image`` or ``docker_on_every_image``."""
+    return [pytest.param(f"userns:{k}", marks=pytest.mark.docker) for k in kinds]
+
+
+@pytest.fixture(params=EVERY_BACKEND)
 def backend_on_every_image(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """``backend``, with Docker on each test image (issue 13: the lifecycle
     tests run on all three)."""
@@ -272,7 +376,14 @@ def local_backend(tmp_path: Path) -> Any:
 #: Fixtures that start containers or talk to the engine: a test using one
 #: is a ``docker`` test whatever its own marks say.
 DOCKER_FIXTURES = frozenset(
-    {"docker_client", "docker_backend", "docker_on_every_image", "image", "image_tags"}
+    {
+        "docker_client",
+        "docker_backend",
+        "docker_on_every_image",
+        "image",
+        "image_tags",
+        "userns_client",
+    }
 )
 
 

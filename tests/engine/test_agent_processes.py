@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 from chat_server import ChatServer, assistant
-from conftest import RUNNER_CLI
+from conftest import EVERY_BACKEND, RUNNER_CLI, on_userns
 
 import runner as agents
 from runner.sandboxes.docker.environment import LABEL_OWNER_PID
@@ -54,6 +54,9 @@ def owned_by(docker_client, pid: int) -> list[str]:
     return [c.id for c in containers]
 
 
+@pytest.mark.parametrize(
+    "backend_on_every_image", [*EVERY_BACKEND, *on_userns("full")], indirect=True
+)
 def test_nothing_the_agent_started_runs_during_on_destroy(tmp_path, backend_on_every_image) -> None:
     """The review's reproducer, through ``runner run``: the agent's loop
     (kept past its turn with ``keep_background_processes: true``) read the
@@ -61,7 +64,8 @@ def test_nothing_the_agent_started_runs_during_on_destroy(tmp_path, backend_on_e
     the hook's own ``save:`` carried it out.  Now every process of the
     sandbox's commands is killed before ``on_destroy``: the loot holds no
     secret and the hook sees none of the agent's processes.  Without the
-    kill, the loot held ``SECRET_TOKEN=...`` on every image and locally."""
+    kill, the loot held ``SECRET_TOKEN=...`` on every image and locally.
+    Also on the remapped engine (``userns:full``), through ``DOCKER_HOST``."""
     backend = backend_on_every_image
     marker = f"agent-loop-{uuid.uuid4().hex}"
     replies = [
@@ -107,7 +111,7 @@ def test_nothing_the_agent_started_runs_during_on_destroy(tmp_path, backend_on_e
                 **os.environ,
                 "TMPDIR": str(tmp_path),
                 "TEST_TOKEN": SECRET,
-                "RUNNER_DOCKER_IMAGE": backend.image,
+                **(backend.cli_environment() if backend.name == "docker" else {}),
             },
         )
         try:

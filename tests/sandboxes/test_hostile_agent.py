@@ -16,7 +16,7 @@ import time
 
 import anyio
 import pytest
-from conftest import RUNNER_CLI, TEST_IMAGE
+from conftest import ENGINES, RUNNER_CLI, TEST_IMAGE
 
 import runner as agents
 from runner.sandboxes.docker.environment import HOST_GRACE_SECONDS, LABEL_OWNER_PID
@@ -47,12 +47,14 @@ async def root_fallback_box(docker_backend):
 
 @pytest.mark.docker
 @pytest.mark.anyio
+@pytest.mark.parametrize("docker_backend", ENGINES, indirect=True)
 async def test_a_stopped_in_container_timeout_cannot_hang_a_command(fallback_box) -> None:
     """The command stops the ``timeout`` that wraps it (its parent) and
     sleeps.  Under ``user: root`` it can: only the host's deadline ends the
     wait.  As the sandbox user it no longer can: the per-command path runs
     ``timeout`` as root and drops below it (issue 26), so the kill is
-    refused and ``timeout`` ends the command itself."""
+    refused and ``timeout`` ends the command itself.  On the main engine
+    and on the remapped one (``userns``)."""
     started = time.monotonic()
     with anyio.fail_after(2 + HOST_GRACE_SECONDS + 20):
         result = await fallback_box.execute("kill -STOP $PPID; sleep 600", timeout_seconds=2)

@@ -15,7 +15,7 @@ import textwrap
 
 import anyio
 import pytest
-from conftest import RUNNER_CLI, TEST_IMAGE
+from conftest import RUNNER_CLI, TEST_IMAGE, on_userns
 
 import runner as agents
 from runner.config import load, validate_file
@@ -103,7 +103,9 @@ def test_the_strict_profile_is_dockers_default_without_the_denied_calls() -> Non
 @pytest.mark.docker
 @pytest.mark.anyio
 @pytest.mark.parametrize("seccomp", ["default", "strict"])
-async def test_strict_seccomp_denies_what_agents_never_need(docker_backend, seccomp) -> None:
+async def test_strict_seccomp_denies_what_agents_never_need(
+    docker_backend, seccomp, inotify_lock
+) -> None:
     """The agent's raw calls: under ``strict`` each one fails with EPERM
     while unix and internet sockets still open; under Docker's default the
     same calls get past seccomp (io_uring_setup fails on its bad arguments,
@@ -166,6 +168,44 @@ async def test_the_hostile_agent_is_contained_under_runsc(
             assert (await box.execute("echo still-usable")).stdout == "still-usable\n"
     assert b"s3cr3t" not in hook.loot, "the agent's loop read the on_destroy secret"
     assert docker_backend.leftovers() == []
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+@pytest.mark.parametrize("docker_on_every_image", on_userns("full", "busybox"), indirect=True)
+async def test_the_hostile_agent_is_contained_under_userns_remap(docker_on_every_image) -> None:
+    """The same attacks on the remapped engine (``scripts/docker-userns-up``),
+    and the stop-everything attack on root's helper and the TTL clock: the
+    agent is uid 1000 inside (host uid 101000), stops only its own
+    processes, the helper still answers and the clock still ticks, the
+    network is absent, and the kill before ``on_destroy`` keeps the hook's
+    secret from the loop."""
+    from test_privilege_separation import STOP_EVERYTHING, TTL_STATE
+
+    backend = docker_on_every_image
+    hook = CarriesASecret()
+    env = backend.environment(hooks=[hook])
+    with anyio.fail_after(180):
+        async with await agents.Agent(model="m", environment=env).start_session() as session:
+            box = session.sandbox
+            assert (await box.execute("id -u")).stdout == "1000\n"
+            stopped = (await box.execute(STOP_EVERYTHING)).stdout.split()
+            owners = await box.execute_as_root(
+                "".join(f"stat -c %u /proc/{p} 2>/dev/null; " for p in stopped) or "true"
+            )
+            killed = await box.execute("kill -KILL 1 && echo killed-init")
+            clock = await box.execute_as_root(TTL_STATE)
+            assert (await box.execute(LOOT_LOOP)).stdout == "started\n"
+            offline = await box.execute("wget -q -T 2 -O- http://192.0.2.1/ || echo offline")
+            assert offline.stdout.strip().endswith("offline"), offline
+            assert (await box.execute("echo still-usable")).stdout == "still-usable\n"
+            if backend.image == TEST_IMAGE:
+                assert box.channel is not None and box.channel.alive
+    assert set(owners.stdout.split()) <= {"1000"}, owners
+    assert "killed-init" not in killed.stdout
+    assert clock.stdout.split() == ["S"], clock
+    assert b"s3cr3t" not in hook.loot, "the agent's loop read the on_destroy secret"
+    assert backend.leftovers() == []
 
 
 @pytest.mark.docker
