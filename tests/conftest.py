@@ -178,7 +178,7 @@ def inotify_lock(tmp_path_factory: pytest.TempPathFactory) -> Any:
     need one in a sandbox, run one at a time across test processes
     (``pytest -n``): the first kind starves host uid 1000 (the main engine's
     sandbox user) or host root (the remapped engine's namespaces) for a
-    moment (tests/test_userns_remap.py)."""
+    moment (tests/sandboxes/test_userns_remap.py)."""
     path = tmp_path_factory.getbasetemp().parent / "inotify.lock"
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

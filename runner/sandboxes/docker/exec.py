@@ -69,7 +69,7 @@ class Capped:
 
     The host's copy of the helper's ``Capped`` (``helpers/exec_helper.py``
     runs in the container and is never imported here): both cap output the
-    same way, and tests/test_docker_exec.py holds them to it.
+    same way, and tests/sandboxes/test_capped.py holds them to it.
     """
 
     def __init__(self, cap: int) -> None:
