@@ -190,10 +190,10 @@ FLOWS = [
     ("review10", 'v="$(printenv V)"; echo "$(( v + 1 ))"', ("V",)),
     (
         "review10",
-        "{ w=\"$(cat)\"; } < <(printf '%s' {{ x.sed }}); echo a > w.txt; sed -n \"/$w/p\" w.txt",
+        '{ w="$(cat)"; } < <(printf \'%s\' {{ x.sed }}); echo a > w.txt; sed -n "/$w/p" w.txt',
         (),
     ),
-    ("review10", "printf '%s' {{ x.sed }} | { w=\"$(cat)\"; echo a | sed -n \"/$w/p\"; }", ()),
+    ("review10", 'printf \'%s\' {{ x.sed }} | { w="$(cat)"; echo a | sed -n "/$w/p"; }', ()),
     # the environment: an interpreter's own code names a tainted variable
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
@@ -394,7 +394,7 @@ STRICT_FLOWS = [
     (': > {{ x.glob_name }}; SRANDOM="$(echo za*)"; echo "$SRANDOM"', ["grep"]),
     (': > {{ x.glob_name }}; SHLVL="$(echo za*)"; echo "$(( SHLVL + 1 ))"', ["grep"]),
     ('{ n="$(cat)"; } <<< {{ x.name }}; echo "$(( n + 1 ))"', ["grep"]),
-    ("printf '%s' {{ x.name }} | { n=\"$(cat)\"; echo \"$(( n + 1 ))\"; }", ["grep"]),
+    ('printf \'%s\' {{ x.name }} | { n="$(cat)"; echo "$(( n + 1 ))"; }', ["grep"]),
     ("TERM={{ x.cmd }}; find . -maxdepth 0 -exec sh -c 'eval \"$TERM\"' \\;", ["grep"]),
 ]
 
