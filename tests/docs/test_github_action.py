@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,14 +271,20 @@ def checkout(workspace: Path) -> str:
     return base
 
 
-def run_workflow(actions: ActionsRunner, github: dict[str, Any], **overrides: Any) -> StepResult:
+def run_workflow(
+    actions: ActionsRunner,
+    github: dict[str, Any],
+    secrets: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    **overrides: Any,
+) -> StepResult:
     """The example workflow's job: its run: steps, and its `uses: ./` step with
     ``overrides`` laid over its with: values; checkout is done by checkout()."""
-    context = {"github": github, "secrets": {}, "steps": {}}
+    context = {"github": github, "secrets": secrets or {}, "steps": {}}
     result = StepResult(0, "")
     for step in workflow_steps():
         uses = step.get("uses", "")
-        if uses.startswith(("actions/checkout@", "actions/upload-artifact@")):
+        if uses.startswith(("actions/checkout@", "actions/upload-artifact@", "actions/cache@")):
             continue
         if uses == "./":
             with_values = {k: evaluate(as_input(v), context) for k, v in step["with"].items()}
@@ -285,7 +292,9 @@ def run_workflow(actions: ActionsRunner, github: dict[str, Any], **overrides: An
             result = actions.run_action({**with_values, **overrides}, github, env=step_env)
         else:
             assert "run" in step, f"a step this emulation cannot run: {step}"
-            result = actions.run_step(step, context)
+            result = actions.run_step(step, context, env=env)
+            if "id" in step:
+                context["steps"][step["id"]] = {"outputs": result.outputs}
         if result.returncode != 0:
             break
     return result
@@ -395,8 +404,112 @@ def test_a_failed_run_fails_the_step_and_sets_exit_code(actions: ActionsRunner, 
     assert result.returncode == 2
     assert result.outputs["exit-code"] == "2"
     assert "--image applies to sandbox docker or mistral" in result.log
-    assert "::error::runner run failed with exit code 2" in outside_stopped_commands(result.log)
+    # the reason itself is the annotation, not "see the log above"
+    annotations = [
+        line
+        for line in outside_stopped_commands(result.log).splitlines()
+        if line.startswith("::error")
+    ]
+    assert len(annotations) == 1, result.log
+    assert annotations[0].startswith("::error title=runner run failed (exit code 2)::")
+    assert "--image applies to sandbox docker or mistral" in annotations[0]
     assert canaries(tmp_path, actions.runner_temp) == []
+
+
+def test_a_problem_in_the_file_is_an_annotation_on_its_line(
+    actions: ActionsRunner, tmp_path
+) -> None:
+    """A file with a mistake: in run mode and in validate mode, GitHub gets
+    an annotation on the file's line, whose text cannot start a second
+    workflow command (a PR can change the file, so its text is untrusted)."""
+    (actions.workspace / "agent.yaml").write_text(
+        'version: 1\nagent:\n  model: m\n  modle: x\n  name: "a\\n::warning::pwned%0A"\n'
+    )
+    for mode in ("run", "validate"):
+        result = actions.run_action({"file": "agent.yaml", "mode": mode, "sandbox": "local"}, {})
+        assert result.returncode == 2, result.log
+        assert result.outputs["exit-code"] == "2"
+        log = outside_stopped_commands(result.log) if mode == "run" else result.log
+        commands = [
+            line
+            for line in log.splitlines()
+            if line.startswith("::") and not re.fullmatch(r"::\w+::", line)  # the resume token
+        ]
+        assert commands, result.log
+        assert all(line.startswith("::error file=agent.yaml,line=") for line in commands), commands
+        assert any(",line=4," in line and "modle" in line for line in commands), commands
+        assert not any(line.startswith("::warning") for line in log.splitlines()), log
+
+
+def test_a_fork_pull_request_runs_the_hooks_and_says_why_not_the_model(
+    actions: ActionsRunner, tmp_path
+) -> None:
+    """GitHub gives a fork's pull request no secrets: the example workflow
+    then runs the hooks only (no prompt) and leaves a notice, instead of
+    failing on a missing key."""
+    base = checkout(actions.workspace)
+    github = {
+        "head_ref": "feature",
+        "event": {"pull_request": {"number": 7, "title": "t", "base": {"sha": base}}},
+    }
+    result = run_workflow(actions, github, secrets={}, env={"MISTRAL_API_KEY": ""}, sandbox="local")
+    assert result.returncode == 0, result.log
+    assert (actions.workspace / "review" / "pr-title.txt").read_text() == "t"
+
+
+def test_the_model_step_has_the_prompt_when_the_key_is_there(actions: ActionsRunner) -> None:
+    step = next(s for s in workflow_steps() if s.get("id") == "model")
+    with_key = actions.run_step(step, {"secrets": {"MISTRAL_API_KEY": "sk-x"}})
+    without = actions.run_step(step, {"secrets": {}})
+    assert with_key.outputs["prompt"].startswith("Review this pull request")
+    assert "prompt" not in without.outputs
+    assert "::notice::No MISTRAL_API_KEY" in without.log
+
+
+def test_the_action_pins_every_dependency_it_installs(actions_temp: Path) -> None:
+    """action-constraints.txt holds exactly what the install step put in the
+    venv (scripts/refresh-action-constraints writes it)."""
+    frozen = subprocess.run(
+        [
+            str(actions_temp / "sandbox-runner" / "bin" / "python"),
+            "-m",
+            "pip",
+            "freeze",
+            "--exclude",
+            "sandbox-runner",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    pinned = [
+        line
+        for line in (ROOT / "action-constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    normal = lambda pins: sorted(p.lower().replace("_", "-") for p in pins)  # noqa: E731
+    assert normal(frozen) == normal(pinned)
+
+
+def test_actionlint_finds_nothing_in_the_workflow_and_the_action(tmp_path) -> None:
+    """actionlint (a maintained linter of workflow files, run here from its
+    wheel) on the example workflow, which uses this action by ``uses: ./``
+    (actionlint then checks the action's inputs too)."""
+    actionlint = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
+    if not Path(actionlint).exists():
+        if os.environ.get("CI"):
+            pytest.fail("actionlint is not installed (the test extra installs it)")
+        pytest.skip("actionlint is not installed (pip install -e '.[test]')")
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    shutil.copy(WORKFLOW_FILE, workflows / "review-pr.yml")
+    shutil.copy(ACTION_FILE, tmp_path / "action.yml")
+    shutil.copy(ROOT / "action-constraints.txt", tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)  # actionlint finds a project
+    result = subprocess.run(
+        [actionlint, "-no-color"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
