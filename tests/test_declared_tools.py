@@ -272,3 +272,49 @@ async def test_a_tool_without_ctx_works_without_a_sandbox() -> None:
     assert isinstance(result, agents.Completed), result
     assert tool_messages(server) == ["42"]
     assert [t["function"]["name"] for t in tools_sent(server)[0]] == ["add"]
+
+
+# --- YAML tools through the Python API ------------------------------------------
+
+
+async def test_a_yaml_tool_loaded_in_python_runs_hostile_values_as_one_word(tmp_path) -> None:
+    """``runner.load`` gives the same tool objects the CLI runs: the model's
+    hostile values reach printf as one word each, and nothing else runs."""
+    hostile = ["$(touch CANARY)", "; touch CANARY", "`touch CANARY`", "a\ntouch CANARY"]
+    replies = [
+        assistant(
+            None, *[(f"call{i:05d}", "echo_it", {"value": v}) for i, v in enumerate(hostile)]
+        ),
+        assistant(None, ("call00099", "listing", {})),
+        assistant("done"),
+    ]
+    with ChatServer(replies) as server:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            "version: 1\n"
+            "agent:\n"
+            "  model: m\n"
+            f"  base_url: {server.url}\n"
+            "  builtin_tools: []\n"
+            "  tools:\n"
+            "    - name: echo_it\n"
+            "      description: Print a value between brackets.\n"
+            "      parameters: {type: object, properties: {value: {type: string}}}\n"
+            "      run: printf '[%s]\\n' {{ args.value }}\n"
+            "    - name: listing\n"
+            "      description: List the workspace.\n"
+            "      run: ls -A\n"
+            "  environment:\n"
+            "    sandbox: local\n"
+        )
+        agent = agents.load(str(config), output_dir=str(tmp_path))
+        agent.environment.temp_dir = str(tmp_path)  # its workspace under tmp_path
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DangerousLocalWarning)
+            result = await agent.run("go")
+    assert isinstance(result, agents.Completed), result
+    assert [type(t).__name__ for t in agent.tools] == ["CommandTool", "CommandTool"]
+    answers = tool_messages(server)
+    assert answers[:4] == [f"exit code 0\n[stdout]\n[{value}]\n" for value in hostile]
+    assert answers[4] == "exit code 0"
+    assert not (tmp_path / "CANARY").exists()
