@@ -318,3 +318,39 @@ async def test_a_yaml_tool_loaded_in_python_runs_hostile_values_as_one_word(tmp_
     assert answers[:4] == [f"exit code 0\n[stdout]\n[{value}]\n" for value in hostile]
     assert answers[4] == "exit code 0"
     assert not (tmp_path / "CANARY").exists()
+
+
+class ApiKey(agents.SessionInput):
+    input_id = "acme.api_key"
+    __secret__ = True
+
+    key: str
+
+
+@agents.tool
+def call_api(query: str, *, api: Annotated[ApiKey, agents.Depends()]) -> str:
+    """Ask the API."""
+    if query == "fail":
+        raise PermissionError(f"key {api.key} was refused")
+    return f"answer for {query} (sent with {api.key})"
+
+
+async def test_the_model_never_reads_a_secret_input_a_tool_depends_on() -> None:
+    secret = "sk-very-secret-4711"
+    replies = [
+        assistant(
+            None,
+            ("abcdefghi", "call_api", {"query": "weather"}),
+            ("bcdefghij", "call_api", {"query": "fail"}),
+        ),
+        assistant("ok"),
+    ]
+    with ChatServer(replies) as server:
+        agent = agents.Agent(model="m", base_url=server.url, tools=[call_api])
+        result = await agent.run("go", session_inputs={"acme.api_key": {"key": secret}})
+    assert isinstance(result, agents.Completed), result
+    assert tool_messages(server) == [
+        "answer for weather (sent with ***)",
+        "error: PermissionError: key *** was refused",
+    ]
+    assert all(secret not in json.dumps(request["body"]) for request in server.requests)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.errors import SdkError
+from ..core.redaction import scrub
 from ..models.tools import (
     BUILTIN_TOOLS,
     TOOL_OUTPUT_LIMIT,
@@ -26,7 +27,7 @@ from ..models.tools import (
     cap_output,
 )
 from .dependencies import Dependency, _depends_marker
-from .inputs import SessionInput, annotation_schema
+from .inputs import SessionInput, annotation_schema, secret_strings
 
 #: The chat APIs' rule for function names.
 TOOL_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -52,7 +53,8 @@ class FunctionTool(Tool):
 
     ``dependencies`` are its ``Depends()`` parameters; the agent resolves them
     with its hooks' before the sandbox is created.  An exception the function
-    raises is the model's tool error (type and message), not the turn's end.
+    raises is the model's tool error (type and message), not the turn's end;
+    the session's secret values are ``***`` in whatever the model reads.
     """
 
     def __init__(
@@ -88,14 +90,17 @@ class FunctionTool(Tool):
             keywords[dependency.parameter] = ctx.inputs[dependency.input_id]
         if self.wants_context:
             keywords[CONTEXT_PARAMETER] = ctx
+        # The model never reads a session secret, not even in an error.
+        secrets = [text for text in secret_strings(ctx.inputs.values()) if text]
         try:
             result = self.function(**keywords)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:
-            return ToolOutput(f"error: {type(exc).__name__}: {exc}", True)
+            return ToolOutput(scrub(f"error: {type(exc).__name__}: {exc}", secrets), True)
         text = result if isinstance(result, str) else _as_text(result)
-        return ToolOutput(cap_output(text, self.max_output_chars or TOOL_OUTPUT_LIMIT))
+        limit = self.max_output_chars or TOOL_OUTPUT_LIMIT
+        return ToolOutput(cap_output(scrub(text, secrets), limit))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The function itself, so a decorated function stays callable."""
