@@ -579,3 +579,47 @@ async def test_the_exact_script_is_checked_at_call_time_too(tmp_path) -> None:
     )
     assert "[evaluating-builtin]" in output.text and output.text.endswith("nothing was run")
     assert listing.stdout == ""
+
+
+# --- every backend: the cloud sandbox ----------------------------------------------
+
+
+@pytest.fixture
+def cloud(docker_client, monkeypatch):  # type: ignore[no-untyped-def]
+    from conftest import TEST_IMAGE
+    from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
+
+    with FakeCloud(docker_client, TEST_IMAGE) as fake:
+        point_sdk_at(monkeypatch, fake)
+        yield fake
+    assert containers_left_by(fake, docker_client) == []
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_a_declared_tool_runs_in_the_cloud_sandbox_too(tmp_path, cloud) -> None:
+    """The same compiled tool on MistralSandbox (the koyeb stand-in, each
+    sandbox a real container): hostile values stay one word there too."""
+    import runner as agents
+
+    replies = [
+        calls(*enumerate(("echo_it", {"value": value}) for value in HOSTILE[:4])),
+        calls((90, ("listing", {}))),
+        assistant("done"),
+    ]
+    with ChatServer(replies) as server:
+        path = config(tmp_path, echo_config(server.url, "local"))
+        declared = agents.load(str(path)).tools
+        agent = agents.Agent(
+            model="m",
+            base_url=server.url,
+            environment=agents.MistralSandbox(readiness_timeout_seconds=10),
+            tools=declared,
+            builtin_tools=[],
+        )
+        result = await agent.run("go")
+    assert isinstance(result, agents.Completed), result
+    answers = tool_answers(server)
+    assert answers[:4] == [f"exit code 0\n[stdout]\n[{value}]\n" for value in HOSTILE[:4]]
+    assert answers[4] == "exit code 0"
+    assert len(cloud.calls("POST", "/v1/services")) == 1
