@@ -623,3 +623,35 @@ async def test_a_declared_tool_runs_in_the_cloud_sandbox_too(tmp_path, cloud) ->
     assert answers[:4] == [f"exit code 0\n[stdout]\n[{value}]\n" for value in HOSTILE[:4]]
     assert answers[4] == "exit code 0"
     assert len(cloud.calls("POST", "/v1/services")) == 1
+
+
+def test_output_is_capped_and_a_timeout_is_reported(tmp_path) -> None:
+    replies = [calls((0, ("numbers", {})), (1, ("slow", {}))), assistant("done")]
+    with ChatServer(replies) as server:
+        path = config(
+            tmp_path,
+            f"""\
+            version: 1
+            agent:
+              model: m
+              base_url: {server.url}
+              builtin_tools: []
+              tools:
+                - name: numbers
+                  description: Many numbers.
+                  run: seq 1 5000
+                  max_output_chars: 200
+                - name: slow
+                  description: Too slow.
+                  run: sleep 30
+                  timeout_seconds: 1
+              environment:
+                sandbox: local
+            """,
+        )
+        result = run_cli(tmp_path, path)
+    assert result.returncode == 0, result.stderr
+    numbers, slow = tool_answers(server)
+    assert numbers.startswith("exit code 0\n[stdout]\n1\n2\n") and numbers.endswith("4999\n5000\n")
+    assert "characters omitted ...]" in numbers and len(numbers) < 300
+    assert slow == "exit code 124 (timed out)"
