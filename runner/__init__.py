@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .engine.inputs import SessionInput as SessionInput
     from .engine.runtime import local_runtime as local_runtime
     from .engine.session import Session as Session
+    from .engine.tools import tool as tool
     from .models.chat_completions import ChatCompletionsModel as ChatCompletionsModel
     from .models.chat_completions import MissingCredentialsError as MissingCredentialsError
     from .models.chat_completions import ModelError as ModelError
@@ -42,6 +43,8 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .models.protocol import ToolCall as ToolCall
     from .models.protocol import ToolCallRecord as ToolCallRecord
     from .models.protocol import TurnResult as TurnResult
+    from .models.tools import Tool as Tool
+    from .models.tools import ToolContext as ToolContext
     from .sandboxes.base import Sandbox as Sandbox
     from .sandboxes.base import SandboxEnvironment as SandboxEnvironment
     from .sandboxes.base import SandboxExecutionResult as SandboxExecutionResult
@@ -84,6 +87,9 @@ _LAZY = {
     "Network": ".core.network",
     "local_runtime": ".engine.runtime",
     "Session": ".engine.session",
+    "tool": ".engine.tools",
+    "Tool": ".models.tools",
+    "ToolContext": ".models.tools",
     "now": ".core.clock",
     "sleep": ".core.clock",
     "Sandbox": ".sandboxes.base",

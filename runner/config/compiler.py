@@ -18,6 +18,7 @@ from typing import Any
 from ..core.errors import AgentsError
 from ..core.hooks import SandboxHook
 from ..engine.inputs import SessionInput
+from ..models.tools import TOOL_OUTPUT_LIMIT
 from ..sandboxes.base import COMMON_OPTIONS, OptionError
 from ..sandboxes.registry import backend_class
 from .errors import ConfigError, ConfigProblem, JsonPath
@@ -34,6 +35,7 @@ from .steps import (
     WriteStep,
 )
 from .templates import InputGuard, Template, compile_template, guard_outputs
+from .tools import ARGUMENTS_NAME
 from .yaml_loader import Document
 
 
@@ -97,6 +99,9 @@ class _Compiler:
         #: The template names each steps hook's on_create reads (for cache checks).
         self.create_names: dict[JsonPath, set[str]] = {}
         self.compiled_hooks: dict[int, SandboxHook] = {}
+        #: While a tool compiles: its argument fields (None: any) and whether
+        #: their words may not start like an option; None outside tools.
+        self.tool_arguments: tuple[frozenset[str] | None, bool] | None = None
 
     def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.document.problem(path, message, at_key=at_key))
@@ -160,7 +165,7 @@ class _Compiler:
                 )
                 continue
             alias = spec.get("as")
-            if alias in ("inputs", "session"):
+            if alias in ("inputs", "session", ARGUMENTS_NAME):
                 self.problem((*path, "as"), f"{alias!r} is reserved; pick another name")
                 continue
             if alias and alias in aliases:
@@ -218,6 +223,8 @@ class _Compiler:
         content, which no program takes as an argument), and a secret's word is
         scrubbed from output as the secret is."""
         names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
+        if self.tool_arguments is not None:  # a tool's fields: {{ args.NAME }}
+            names[ARGUMENTS_NAME] = self.tool_arguments[0]
         template, problems = compile_template(
             source,
             shell=shell,
@@ -241,6 +248,8 @@ class _Compiler:
                 for d in self.inputs.values()
                 if d.alias and d.input_id in guards
             }
+            if self.tool_arguments is not None and self.tool_arguments[1]:
+                by_name[ARGUMENTS_NAME] = InputGuard("args (the tool's arguments)", True, False)
             guard_outputs(template, by_name, guards, options=options)
         return template
 
@@ -517,6 +526,90 @@ class _Compiler:
                         f"{binding.input_class.input_id!r}: a snapshot must never hold a secret",
                     )
 
+    # --- tools ----------------------------------------------------------------
+
+    def compile_tools(self, agent_spec: Mapping[str, Any]) -> list[Any]:
+        """``agent.tools``: each a ``CommandTool`` whose command compiles as a run step's."""
+        from ..models.tools import BUILTIN_TOOLS
+        from .tools import NO_PARAMETERS, CommandTool
+
+        specs = agent_spec.get("tools") or []
+        sandbox = (agent_spec.get("environment") or {}).get("sandbox", "none")
+        if specs and sandbox == "none":
+            self.problem(
+                ("agent", "tools"),
+                "tools run commands in the sandbox, and sandbox: none has none; "
+                "choose sandbox: local or docker",
+                at_key=True,
+            )
+            return []
+        tools: list[Any] = []
+        names: dict[str, int] = {}
+        for index, spec in enumerate(specs):
+            path: JsonPath = ("agent", "tools", index)
+            name = spec["name"]
+            if name in BUILTIN_TOOLS:
+                self.problem(
+                    (*path, "name"),
+                    f"{name!r} is a built-in tool's name; pick another (leave the built-in "
+                    "out with builtin_tools)",
+                )
+                continue
+            if name in names:
+                self.problem(
+                    (*path, "name"),
+                    f"tool {name!r} is declared twice (first as tools[{names[name]}])",
+                )
+                continue
+            names[name] = index
+            parameters = spec.get("parameters", NO_PARAMETERS)
+            valid, fields = self.tool_parameters((*path, "parameters"), parameters)
+            if not valid:
+                continue
+            self.tool_arguments = (fields, bool(spec.get("no_leading_option", True)))
+            try:
+                step, templates = self.compile_step(path, {**spec, "check": False})
+            finally:
+                self.tool_arguments = None
+            if not isinstance(step, RunStep):
+                continue
+            tools.append(
+                CommandTool(
+                    name=name,
+                    description=spec["description"],
+                    parameters=parameters,
+                    step=step,
+                    bindings=self.bindings_for(templates, secrets="secrets" in spec),
+                    max_output_chars=spec.get("max_output_chars", TOOL_OUTPUT_LIMIT),
+                )
+            )
+        return tools
+
+    def tool_parameters(self, path: JsonPath, schema: Any) -> tuple[bool, frozenset[str] | None]:
+        """Whether a tool's ``parameters`` can describe a call's arguments (if
+        not, with a problem), and its fields (None: not listed)."""
+        from jsonschema import Draft202012Validator, SchemaError
+
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            self.problem((*path, *exc.absolute_path), f"not a valid JSON Schema: {exc.message}")
+            return False, None
+        if schema.get("type") != "object":
+            self.problem(
+                path, "a tool's parameters must have type: object (the arguments are named)"
+            )
+            return False, None
+        remote = _remote_ref(schema)
+        if remote is not None:
+            self.problem(
+                (*path, *remote),
+                "$ref must point inside the schema (#/...): schemas are never fetched",
+            )
+            return False, None
+        properties = schema.get("properties")
+        return True, (frozenset(properties) if isinstance(properties, dict) else None)
+
     # --- environment and agent ------------------------------------------------
 
     def compile_environment(self, hooks: list[SandboxHook]) -> Any:
@@ -557,6 +650,7 @@ class _Compiler:
         agent_spec = self.data["agent"]
         hooks = self.compile_hooks(agent_spec.get("environment") or {})
         self.check_cache(agent_spec.get("environment") or {}, hooks)
+        tools = self.compile_tools(agent_spec)
         environment = self.compile_environment(hooks)
         if self.problems or environment is None:
             return None
@@ -567,6 +661,8 @@ class _Compiler:
                 instructions=agent_spec.get("instructions"),
                 base_url=agent_spec.get("base_url"),
                 environment=environment,
+                tools=tools,
+                builtin_tools=agent_spec.get("builtin_tools"),
                 inputs=[d.input_class for d in self.inputs.values()]
                 + ([self.secrets_class] if self.secrets_class else []),
                 **{

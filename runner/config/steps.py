@@ -25,6 +25,7 @@ from ..core.hooks import SandboxCallbackContext, SandboxHook
 from ..core.redaction import MASK, scrub
 from ..engine.dependencies import Depends
 from ..engine.inputs import SessionInput, secret_strings
+from ..sandboxes.base import Sandbox, SandboxExecutionResult
 from .host_paths import resolve_inside
 from .templates import MASKED_CONTEXT, Fields, Template, UnsafeTemplateError
 
@@ -180,16 +181,7 @@ class RunStep(Step):
         paths: Paths,
         secrets: Mapping[str, str],
     ) -> dict:
-        env = {name: value.render(context) for name, value in self.env.items()}
-        env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
-        # Checked as the sandbox's shell reads it (None: bash, the default).
-        shell = getattr(ctx.sandbox, "shell", None)
-        result = await ctx.sandbox.execute(
-            self.command.render(context, shell=shell if isinstance(shell, str) else None),
-            timeout_seconds=self.timeout_seconds,
-            env=env or None,
-            cwd=self.cwd.render(context) if self.cwd else None,
-        )
+        result = await self.execute(ctx.sandbox, context, secrets)
         if self.check and result.exit_code != 0:
             reason = (
                 self._timed_out(ctx.sandbox) if result.timed_out else f"exited {result.exit_code}"
@@ -199,6 +191,22 @@ class RunStep(Step):
                 f"command {reason}" + (f": {detail}" if detail else ""), exit_code=result.exit_code
             )
         return {"exit_code": result.exit_code, "timed_out": result.timed_out}
+
+    async def execute(
+        self, sandbox: Sandbox, context: Mapping[str, Any], secrets: Mapping[str, str]
+    ) -> SandboxExecutionResult:
+        """Render the command (the exact script checked first), its env and cwd,
+        and run it: the one path of hook steps and YAML tools alike."""
+        env = {name: value.render(context) for name, value in self.env.items()}
+        env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
+        # Checked as the sandbox's shell reads it (None: bash, the default).
+        shell = getattr(sandbox, "shell", None)
+        return await sandbox.execute(
+            self.command.render(context, shell=shell if isinstance(shell, str) else None),
+            timeout_seconds=self.timeout_seconds,
+            env=env or None,
+            cwd=self.cwd.render(context) if self.cwd else None,
+        )
 
     def _timed_out(self, sandbox: Any) -> str:
         """ "timed out after 30s", and the key that sets the limit."""

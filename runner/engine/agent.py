@@ -18,6 +18,7 @@ import anyio
 
 if TYPE_CHECKING:
     from ..models.protocol import Model, TurnResult
+    from ..models.tools import Tool
 
 from ..core.errors import SdkError, SessionIdempotencyConflictError, SessionTerminatedError
 from ..core.events import add_secrets, emit
@@ -28,6 +29,7 @@ from .inputs import SessionInput, secret_strings
 from .lifecycle import open_sandbox, plan_hooks
 from .runtime import current_runtime
 from .session import Session
+from .tools import agent_tools, tool_dependencies
 
 
 class Agent:
@@ -36,6 +38,11 @@ class Agent:
     ``inputs`` declares session inputs the agent requires even if no hook
     asks for them (the YAML compiler uses it); they are validated with the
     hooks' own inputs, before any sandbox exists.
+
+    ``tools`` are the tools the model may call besides the built-ins
+    (``@runner.tool`` functions, YAML ``agent.tools``); ``builtin_tools``
+    names the built-ins it keeps (None: ``bash``, ``read_file`` and
+    ``write_file``; ``[]``: none).  A call of any other tool runs nothing.
     """
 
     def __init__(
@@ -51,6 +58,8 @@ class Agent:
         request_timeout_seconds: float = 120.0,
         max_retries: int = 3,
         keep_background_processes: bool = False,
+        tools: Sequence[Tool] = (),
+        builtin_tools: Sequence[str] | None = None,
     ) -> None:
         # Duck-typed (not isinstance(..., Model)), so building an agent does
         # not import the turn machinery: `runner validate` stays quick.
@@ -103,8 +112,13 @@ class Agent:
         self.declared_inputs = tuple(
             Dependency(f"agent {name}", "", input_class) for input_class in inputs
         )
+        #: The tools the model is offered, built-ins first (``engine/tools.py``).
+        self.tools = agent_tools(tools, builtin_tools, agent=name)
+        self.tool_dependencies = tuple(tool_dependencies(self.tools))
         self.plan = plan_hooks(environment)
-        check_unique_input_ids([*self.declared_inputs, *self.plan.dependencies])
+        check_unique_input_ids(
+            [*self.declared_inputs, *self.tool_dependencies, *self.plan.dependencies]
+        )
         self._by_key: dict[str, tuple[Session, str]] = {}
         self._key_locks: dict[str, anyio.Lock] = {}
 
@@ -137,7 +151,10 @@ class Agent:
         and the same inputs is returned instead of a new one.
         """
         self.environment.check_available()
-        inputs = resolve_inputs(session_inputs, [*self.declared_inputs, *self.plan.dependencies])
+        inputs = resolve_inputs(
+            session_inputs,
+            [*self.declared_inputs, *self.tool_dependencies, *self.plan.dependencies],
+        )
         add_secrets(secret_strings(inputs.values()))
         if idempotency_key is None:
             return await self._open(inputs)

@@ -135,6 +135,9 @@ class Session:
                 self._conversation,
                 sandbox,
                 max_tool_calls=self.agent.max_tool_calls,
+                tools=self.agent.tools,
+                session_id=self.id,
+                inputs=self.inputs,
             )
         finally:
             if mark is not None:

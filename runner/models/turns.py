@@ -1,9 +1,12 @@
 """One agent turn: call the model, run the tools it asks for, repeat.
 
-Tools act on the session's sandbox through the same methods hooks use
-(``execute``, ``read_file``, ``write_file``); a session without a sandbox
-offers no tools.  Model and tool failures become a ``Failed`` result: a turn
-never raises for them.
+The tools are the agent's (``tools.py``: the built-ins act on the session's
+sandbox through the same methods hooks use; declared tools come from
+``runner.tool`` functions and YAML ``agent.tools``).  A session without a
+sandbox offers only tools that need none.  Each call's arguments are checked
+against its tool's schema before it runs, and a call of a tool not offered
+runs nothing: both get an error the model reads, and the turn goes on.
+Model failures become a ``Failed`` result: a turn never raises for them.
 
 The conversation is re-sent on every call, so it must stay one the strictest
 server accepts (Mistral validates every message): no assistant message without
@@ -18,12 +21,13 @@ import json
 import re
 import secrets
 import string
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.events import decode_output
-from ..sandboxes.base import FileTooLargeError, Sandbox
+from ..core.events import emit
+from ..sandboxes.base import Sandbox
 from .protocol import (
     Completed,
     Failed,
@@ -34,77 +38,25 @@ from .protocol import (
     ToolCallRecord,
     TurnResult,
 )
+from .tools import (
+    BUILTIN_TOOLS,
+    READ_FILE_LIMIT,
+    TOOL_OUTPUT_LIMIT,
+    Tool,
+    ToolContext,
+    argument_problem,
+    cap_output,
+)
+
+__all__ = ["READ_FILE_LIMIT", "TOOL_OUTPUT_LIMIT", "cap_output", "run_tool", "run_turn"]
 
 DEFAULT_MAX_TOOL_CALLS = 50  # Agent(max_tool_calls=...) has the same default
 
-TOOL_SPECS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a shell command in the sandbox workspace.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file of the sandbox (paths are relative to the workspace).",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "write_file",
-            "description": "Create or replace a file in the sandbox.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                "required": ["path", "content"],
-            },
-        },
-    },
-]
-
-
-#: Tool output fed back to the model is capped at this many characters.
-TOOL_OUTPUT_LIMIT = 16_000
+#: The built-ins' specifications, in the order the model sees them.
+TOOL_SPECS: list[dict[str, Any]] = [tool.spec() for tool in BUILTIN_TOOLS.values()]
 #: Tool calls are reported under these names (the model sees the short ones).
-REPORTED_NAMES = {name: f"file_system.{name}" for name in ("bash", "read_file", "write_file")}
+REPORTED_NAMES = {name: tool.reported_name for name, tool in BUILTIN_TOOLS.items()}
 
-
-def cap_output(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
-    """Keep the head and the tail of a long output, and say how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    omitted = len(text) - 2 * half
-    return f"{text[:half]}\n[... {omitted} of {len(text)} characters omitted ...]\n{text[-half:]}"
-
-
-def _bash_output(result: Any) -> str:
-    status = f"exit code {result.exit_code}" + (" (timed out)" if result.timed_out else "")
-    parts = [status]
-    if result.stdout:
-        parts.append(f"[stdout]\n{result.stdout}")
-    if result.stderr:
-        parts.append(f"[stderr]\n{result.stderr}")
-    return "\n".join(parts)
-
-
-#: ``read_file`` refuses bigger files: the model gets a hint to read parts.
-#: No more than this and one byte leave the sandbox for one call.
-READ_FILE_LIMIT = 1 << 20
 #: Mistral's rule for tool-call ids; an id of this shape suits every server.
 VALID_CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
 #: Function names the chat APIs accept; an invented one is stored as ``UNKNOWN_TOOL``.
@@ -176,46 +128,54 @@ def not_an_answer(reply: ModelReply) -> str:
     return ""
 
 
-async def run_tool(sandbox: Sandbox, call: PreparedCall) -> ToolCallRecord:
-    name = REPORTED_NAMES.get(call.requested_name, call.requested_name)
+async def run_tool(
+    sandbox: Sandbox | None,
+    call: PreparedCall,
+    tools: Mapping[str, Tool] | None = None,
+    *,
+    session_id: str = "",
+    inputs: Mapping[str, Any] | None = None,
+) -> ToolCallRecord:
+    """Run one prepared call with the tool of its name among ``tools`` (None:
+    the built-ins).  A tool not among them, or arguments its schema refuses,
+    get an error the model can read, and nothing runs."""
+    offered = BUILTIN_TOOLS if tools is None else tools
+    tool = offered.get(call.requested_name)
+    name = tool.reported_name if tool is not None else call.requested_name
     arguments = call.arguments
     if arguments is None:
         return ToolCallRecord(name, {}, call.problem, True)
+    if tool is None:
+        known = ", ".join(offered) or "none"
+        return ToolCallRecord(
+            name, arguments, f"error: unknown tool {call.requested_name!r} (tools: {known})", True
+        )
+    problem = argument_problem(tool, arguments)
+    if problem:
+        return ToolCallRecord(
+            name,
+            arguments,
+            f"error: invalid arguments for {tool.name}: {problem}; the call was not run",
+            True,
+        )
+    emit("tool_called", session_id=session_id, tool=name, call_id=call.sent.id)
+    started = time.perf_counter()
     try:
-        if call.requested_name == "bash":
-            result = await sandbox.execute(str(arguments["command"]))
-            return ToolCallRecord(
-                name, arguments, cap_output(_bash_output(result)), result.exit_code != 0
-            )
-        if call.requested_name == "read_file":
-            path = str(arguments["path"])
-            try:
-                # The limit holds inside the read (at most READ_FILE_LIMIT + 1
-                # bytes leave the sandbox), never through a separate stat,
-                # which resolves the path apart from the read (issue 26).
-                data = await sandbox.read_file_limited(path, READ_FILE_LIMIT)
-            except FileTooLargeError as exc:
-                size = f"{exc.size} bytes" if exc.size is not None else f"over {exc.limit} bytes"
-                return ToolCallRecord(
-                    name,
-                    arguments,
-                    f"error: {path} is {size}; read parts of it with bash (head, tail, sed -n)",
-                    True,
-                )
-            # Only what was kept (at most the limit) is decoded.
-            return ToolCallRecord(name, arguments, cap_output(decode_output(data)))
-        if call.requested_name == "write_file":
-            content = str(arguments["content"])
-            await sandbox.write_file(str(arguments["path"]), content)
-            return ToolCallRecord(name, arguments, f"wrote {len(content.encode())} bytes")
+        output = await tool.run(ToolContext(sandbox, session_id, inputs or {}), arguments)
+        record = ToolCallRecord(name, arguments, output.text, output.is_error)
     except KeyError as exc:
-        return ToolCallRecord(name, arguments, f"error: missing argument {exc}", True)
+        record = ToolCallRecord(name, arguments, f"error: missing argument {exc}", True)
     except (OSError, ValueError, TypeError) as exc:
-        return ToolCallRecord(name, arguments, f"error: {type(exc).__name__}: {exc}", True)
-    known = ", ".join(REPORTED_NAMES)
-    return ToolCallRecord(
-        name, arguments, f"error: unknown tool {call.requested_name!r} (tools: {known})", True
+        record = ToolCallRecord(name, arguments, f"error: {type(exc).__name__}: {exc}", True)
+    emit(
+        "tool_finished",
+        session_id=session_id,
+        tool=name,
+        call_id=call.sent.id,
+        is_error=record.is_error,
+        duration_seconds=time.perf_counter() - started,
     )
+    return record
 
 
 def assistant_message(text: str, calls: Sequence[PreparedCall]) -> Message:
@@ -247,28 +207,49 @@ async def run_turn(
     sandbox: Sandbox | None,
     *,
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    tools: Sequence[Tool] | None = None,
+    session_id: str = "",
+    inputs: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Advance ``conversation`` (mutated in place) by one user turn.
 
-    A ``Failed`` turn removes the messages it added, so a strict server still
-    accepts the conversation on the next turn.
+    ``tools`` are the agent's (None: the three built-ins); those that need a
+    sandbox are offered only with one.  ``inputs`` (the session's, by
+    ``input_id``) reach the tools' ``Depends()`` parameters.  A ``Failed``
+    turn removes the messages it added, so a strict server still accepts the
+    conversation on the next turn.
     """
+    offered = list(BUILTIN_TOOLS.values()) if tools is None else list(tools)
+    if sandbox is None:
+        offered = [tool for tool in offered if not tool.needs_sandbox]
+    toolbox = _Toolbox({tool.name: tool for tool in offered}, session_id, inputs or {})
     start = len(conversation)
-    result = await _advance(model, conversation, sandbox, max_tool_calls)
+    result = await _advance(model, conversation, sandbox, max_tool_calls, toolbox)
     if isinstance(result, Failed):
         del conversation[start:]
     return result
 
 
+@dataclass(frozen=True)
+class _Toolbox:
+    tools: Mapping[str, Tool]
+    session_id: str
+    inputs: Mapping[str, Any]
+
+
 async def _advance(
-    model: Model, conversation: list[Message], sandbox: Sandbox | None, max_tool_calls: int
+    model: Model,
+    conversation: list[Message],
+    sandbox: Sandbox | None,
+    max_tool_calls: int,
+    toolbox: _Toolbox,
 ) -> TurnResult:
-    tools = TOOL_SPECS if sandbox is not None else []
+    specs = [tool.spec() for tool in toolbox.tools.values()]
     records: list[ToolCallRecord] = []
     used = used_call_ids(conversation)
     while True:
         try:
-            reply = await model.complete(conversation, tools)
+            reply = await model.complete(conversation, specs)
         except Exception as exc:
             return Failed(f"model error: {type(exc).__name__}: {exc}", tuple(records))
         if not reply.tool_calls:
@@ -277,14 +258,20 @@ async def _advance(
                 return Failed(problem, tuple(records), partial_text=reply.text)
             conversation.append(assistant_message(reply.text, ()))
             return Completed(reply.text, tuple(records))
-        if sandbox is None:
+        if not toolbox.tools and sandbox is None:
             return Failed("the model called a tool, but this agent has no sandbox", tuple(records))
         calls = [prepare_call(call, used) for call in reply.tool_calls]
         conversation.append(assistant_message(reply.text, calls))
         for call in calls:
             if len(records) >= max_tool_calls:
                 return Failed(f"tool call limit of {max_tool_calls} reached", tuple(records))
-            record = await run_tool(sandbox, call)
+            record = await run_tool(
+                sandbox,
+                call,
+                toolbox.tools,
+                session_id=toolbox.session_id,
+                inputs=toolbox.inputs,
+            )
             records.append(record)
             conversation.append(
                 {

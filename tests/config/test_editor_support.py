@@ -342,6 +342,37 @@ def test_completion_inside_the_environment_offers_its_keys(
     assert "model" not in labels  # a key of agent, one level up
 
 
+def test_completion_offers_the_tool_keys(server: LanguageServer, initialized: Path) -> None:
+    """Issue 29: ``agent.builtin_tools`` and ``agent.tools`` are in the schema
+    the editor reads, and so is every key of a declared tool."""
+    text = (
+        "# yaml-language-server: $schema=./runner.schema.json\n"
+        "version: 1\n"
+        "agent:\n"
+        "  model: mistral-large-4\n"
+        "  tools:\n"
+        "    - name: count_lines\n"
+        "      \n"
+        "  \n"
+    )
+    uri = server.open(initialized / "tools.yaml", text)
+    server.diagnostics(uri)
+
+    def labels(line: int, character: int) -> set[str]:
+        result = server.request(
+            "textDocument/completion",
+            {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}},
+        )
+        items = result["items"] if isinstance(result, dict) else result
+        return {item["label"] for item in items}
+
+    in_tool = labels(6, 6)
+    assert {"description", "parameters", "run", "timeout_seconds", "env", "cwd"} <= in_tool
+    assert {"secrets", "consumers", "no_leading_option", "max_output_chars"} <= in_tool
+    assert "name" not in in_tool  # already there
+    assert {"builtin_tools", "environment"} <= labels(7, 2)
+
+
 def assert_checked_and_clean(server: LanguageServer, path: Path, schema: Path) -> None:
     """``path`` has no diagnostics, and the same text plus a stray key has one,
     from ``schema``: so "no diagnostics" means checked and fine, not unchecked."""

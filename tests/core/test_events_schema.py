@@ -53,7 +53,7 @@ PRODUCES = {
     "input error": {"result"},
     "interrupt": {"hook_cancelled", "result"},
     "input sets": {"set_result", "result"},
-    "turn": {"turn_started", "turn", "result"},
+    "turn": {"turn_started", "tool_called", "tool_finished", "turn", "result"},
 }
 #: Kinds no local run can produce: the exec channel and snapshots exist in
 #: Docker sandboxes only (tests/sandboxes/test_exec_channel.py and tests/sandboxes/test_snapshots.py
@@ -289,6 +289,10 @@ def test_a_turn_event_carries_the_answer_and_its_tool_calls(tmp_path) -> None:
     turn = next(e for e in events if e["event"] == "turn")
     assert (turn["status"], turn["text"], turn["error"]) == ("completed", "The sky is blue.", None)
     assert turn["tool_calls"] == [{"name": "file_system.bash", "is_error": False}]
+    called = next(e for e in events if e["event"] == "tool_called")
+    finished = next(e for e in events if e["event"] == "tool_finished")
+    assert called["tool"] == finished["tool"] == "file_system.bash"
+    assert called["call_id"] == finished["call_id"] and not finished["is_error"]
     assert final_result(events, 0)["text"] == "The sky is blue."
 
 
