@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # explicit re-exports (`X as X`) for type checkers
     from .sandboxes.base import SandboxExecutionResult as SandboxExecutionResult
     from .sandboxes.docker.environment import LocalDockerSandbox as LocalDockerSandbox
     from .sandboxes.local import DangerousLocalSandbox as DangerousLocalSandbox
-    from .sandboxes.mistral import MistralSandbox as MistralSandbox
+    from .sandboxes.mistral.environment import MistralSandbox as MistralSandbox
     from .sandboxes.none import NoSandbox as NoSandbox
 
 # Public name -> the module that defines it: the one table of exports.
@@ -98,7 +98,7 @@ _LAZY = {
     "LocalDockerSandbox": ".sandboxes.docker.environment",
     "DangerousLocalSandbox": ".sandboxes.local",
     "NoSandbox": ".sandboxes.none",
-    "MistralSandbox": ".sandboxes.mistral",
+    "MistralSandbox": ".sandboxes.mistral.environment",
 }
 
 

@@ -18,7 +18,7 @@ BACKENDS: dict[str, str] = {
     "none": ".none:NoSandbox",
     "local": ".local:DangerousLocalSandbox",
     "docker": ".docker.environment:LocalDockerSandbox",
-    "mistral": ".mistral:MistralSandbox",
+    "mistral": ".mistral.environment:MistralSandbox",
 }
 
 
