@@ -98,6 +98,9 @@ class _Pending:
     request: dict[str, Any]  # what was asked: its answer is checked against it
     #: Where a read's body goes as it arrives (None: kept, returned as ``body``).
     sink: Callable[[bytes], object] | None = None
+    #: Called (in the reader thread) with a read's checked header before its
+    #: body arrives: the sink can size itself from the file's size.
+    on_header: Callable[[dict[str, Any]], object] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     receiving: bool = False  # its answer's header has arrived
     header: dict[str, Any] | None = None
@@ -227,11 +230,12 @@ class ExecChannel:
     def request(
         self,
         header: dict[str, Any],
-        body: bytes = b"",
+        body: bytes | memoryview = b"",
         *,
         timeout: float,
         kill_after: float | None = None,
         sink: Callable[[bytes], object] | None = None,
+        on_header: Callable[[dict[str, Any]], object] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait (blocking) for its answer.
 
@@ -240,7 +244,8 @@ class ExecChannel:
         helper keeps commands' timeouts itself.  ``sink``: a read's body is
         passed to it piece by piece as it arrives (in the reader thread), not
         kept, so a file never sits whole in memory on its way; the answer's
-        body is then empty.  What the sink raises is raised here.
+        body is then empty.  ``on_header``: called with the answer's checked
+        header before its body arrives.  What either raises is raised here.
         """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
@@ -251,7 +256,7 @@ class ExecChannel:
                 return refused, b""
         started = time.monotonic()
         deadline = started + timeout
-        pending = _Pending(header, sink=sink)
+        pending = _Pending(header, sink=sink, on_header=on_header)
         request_id = self._register(pending)
         frame = self._frame(header, request_id, len(body), strings)
         try:
@@ -469,6 +474,11 @@ class ExecChannel:
                 raise ValueError(f"an answer to no request in flight (id {request_id})")
             check_answer(pending.request, header, body_size)
             pending.receiving = True
+        if pending.on_header is not None and "error" not in header:
+            try:
+                pending.on_header(header)
+            except Exception as exc:  # the caller's to raise, as a sink's
+                pending.sink_error = exc
         return _Incoming(pending, header, body_size)
 
     def _deliver(self, incoming: _Incoming) -> None:
