@@ -439,8 +439,8 @@ class ExecChannel:
                     raise ValueError("the helper did not announce itself")
             incoming: _Incoming | None = None
             while True:
-                if not buffer:
-                    buffer += self._docker_stdout()
+                if not buffer:  # the frame's own buffer: no copy
+                    buffer = self._docker_stdout()
                 if incoming is None:
                     head = take_head(buffer, max_body=self.max_body_bytes)
                     if head is None:
@@ -490,7 +490,7 @@ class ExecChannel:
                 self._pending.pop(incoming.header["id"], None)
         pending.finish()
 
-    def _docker_stdout(self) -> bytes:
+    def _docker_stdout(self) -> bytearray:
         """The next payload of the helper's stdout (its stderr is kept aside)."""
         while True:
             stream_type, payload = self._docker_frame()
@@ -499,18 +499,22 @@ class ExecChannel:
             self._stderr += payload
             del self._stderr[:-4000]
 
-    def _docker_frame(self) -> tuple[int, bytes]:
+    def _docker_frame(self) -> tuple[int, bytearray]:
         header = self._recv_exact(8)
         stream_type = header[0]
         size = struct.unpack(">I", header[4:])[0]
         return stream_type, self._recv_exact(size)
 
-    def _recv_exact(self, size: int) -> bytes:
+    def _recv_exact(self, size: int) -> bytearray:
+        """``size`` bytes of the stream, received straight into one buffer
+        (a file's piece arrives in frames of ~32 KiB: no chunks joined)."""
         assert self._socket is not None
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self._socket.recv(min(size - len(chunks), 1 << 20))
-            if not chunk:
+        received = bytearray(size)
+        view = memoryview(received)
+        got = 0
+        while got < size:
+            count = self._socket.recv_into(view[got:], min(size - got, 1 << 20))
+            if not count:
                 raise EOFError
-            chunks += chunk
-        return bytes(chunks)
+            got += count
+        return received

@@ -45,6 +45,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -93,6 +94,7 @@ from .engine import (
     remove_container,
     short_error,
 )
+from .exec import PROBE_SECONDS
 from .pool import WarmPool
 from .seccomp import security_options
 from .snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
@@ -167,6 +169,9 @@ class LocalDockerSandbox(SandboxEnvironment):
             "cpus",
             "pids_limit",
             "pool",
+            "seeded_pool",
+            "seeded_pool_keys",
+            "pool_idle_seconds",
             "workspace_size",
             "user",
             "read_only_root",
@@ -191,6 +196,9 @@ class LocalDockerSandbox(SandboxEnvironment):
             "cpus": "cpus",
             "pids_limit": "pids_limit",
             "pool": "pool_size",
+            "seeded_pool": "seeded_pool_size",
+            "seeded_pool_keys": "seeded_pool_keys",
+            "pool_idle_seconds": "pool_idle_seconds",
             "workspace_size": "workspace_size",
             "user": "user",
             "read_only_root": "read_only_root",
@@ -228,6 +236,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         output_cap_bytes: int = 8 << 20,
         max_file_bytes: int = 1 << 30,
         pool_size: int = 0,
+        seeded_pool_size: int = 0,
+        seeded_pool_keys: int = 4,
+        pool_idle_seconds: float = POOL_MAX_IDLE_SECONDS,
         workspace_size: str | None = None,
         user: str = "sandbox",
         read_only_root: bool = False,
@@ -277,6 +288,25 @@ class LocalDockerSandbox(SandboxEnvironment):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
             raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
         self.pool_size = pool_size
+        if (
+            isinstance(seeded_pool_size, bool)
+            or not isinstance(seeded_pool_size, int)
+            or seeded_pool_size < 0
+        ):
+            raise ValueError(f"seeded_pool_size must be an int >= 0, got {seeded_pool_size!r}")
+        #: Containers kept started from each recently used snapshot (see
+        #: ``create_from_snapshot``), for at most ``seeded_pool_keys`` keys.
+        self.seeded_pool_size = seeded_pool_size
+        if (
+            isinstance(seeded_pool_keys, bool)
+            or not isinstance(seeded_pool_keys, int)
+            or seeded_pool_keys < 1
+        ):
+            raise ValueError(f"seeded_pool_keys must be an int >= 1, got {seeded_pool_keys!r}")
+        self.seeded_pool_keys = seeded_pool_keys
+        #: How long a pooled container may wait unclaimed: then it is replaced
+        #: (the plain pool) or its seeded pool closes (nobody wants that key).
+        self.pool_idle_seconds = check_timeout(pool_idle_seconds, name="pool_idle_seconds")
         #: A size such as "256m" puts /workspace on a tmpfs of that size (it
         #: counts against the memory limit): a full disk stays inside the sandbox.
         self.workspace_size = workspace_size
@@ -294,6 +324,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         self._check_workspace_fits_in_memory()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
+        #: Snapshot key -> (its image id, the pool of containers started from
+        #: it), least recently used first.
+        self._seeded: OrderedDict[str, tuple[str, WarmPool[DockerSandbox]]] = OrderedDict()
         #: Claim pooled containers from this environment's pool (``share_pool``).
         self._pool_source: LocalDockerSandbox | None = None
         self._swept = False
@@ -399,7 +432,7 @@ class LocalDockerSandbox(SandboxEnvironment):
                         self.pool_size,
                         self._make_pooled,
                         _discard_pooled,
-                        max_idle_seconds=POOL_MAX_IDLE_SECONDS,
+                        max_idle_seconds=self.pool_idle_seconds,
                         name=f"docker-pool-{self.image}",
                     )
 
@@ -419,10 +452,16 @@ class LocalDockerSandbox(SandboxEnvironment):
         self._pool_source = source
 
     def close_pool(self) -> None:
-        """Remove the pool's idle containers (also done at interpreter exit)."""
+        """Remove the pools' idle containers, seeded ones too (also done at
+        interpreter exit)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        with self._pool_lock:
+            seeded = [pool for _, pool in self._seeded.values()]
+            self._seeded.clear()
+        for pool in seeded:
+            pool.close()
 
     def _make_pooled(self) -> DockerSandbox:
         """Runs in the pool's thread: the same creation code, in a private event loop.
@@ -430,15 +469,88 @@ class LocalDockerSandbox(SandboxEnvironment):
         A pooled container lives ``ttl_seconds`` after it is claimed at most,
         plus the time it may wait in the pool.
         """
-        lifetime = (self.ttl_seconds or 86400) + POOL_MAX_IDLE_SECONDS
+        lifetime = (self.ttl_seconds or 86400) + self.pool_idle_seconds
         return anyio.run(
             partial(
+                _warmed_up,
                 self._create_new,
                 session_id=f"pool-{uuid.uuid4().hex[:12]}",
                 expires_at=time.time() + lifetime,
                 client=self.client.fork(),
             )
         )
+
+    # --- seeded pools: containers started from a snapshot, per key -------------
+
+    def _claim_seeded(self, key: str) -> DockerSandbox | None:
+        """A warm container of the snapshot ``key``, or None (no pool for it,
+        or none ready right now)."""
+        with self._pool_lock:
+            entry = self._seeded.get(key)
+            if entry is None or entry[1].closed:
+                return None
+            self._seeded.move_to_end(key)
+            pool = entry[1]
+        return pool.claim()
+
+    async def _keep_warm(self, key: str, snapshot: str) -> None:
+        """Keep ``seeded_pool_size`` containers of ``snapshot`` (the image of
+        ``key``) started from now on; the least recently used key beyond
+        ``seeded_pool_keys`` loses its pool."""
+        evicted: list[WarmPool[DockerSandbox]] = []
+        with self._pool_lock:
+            entry = self._seeded.get(key)
+            if entry is not None and (entry[1].closed or entry[0] != snapshot):
+                evicted.append(entry[1])  # retired, or a newer snapshot of the key
+                entry = None
+            if entry is None:
+                self._seeded[key] = (
+                    snapshot,
+                    WarmPool(
+                        self.seeded_pool_size,
+                        partial(self._make_seeded, snapshot),
+                        _discard_pooled,
+                        max_idle_seconds=self.pool_idle_seconds,
+                        replace_idle=False,
+                        name=f"docker-seeded-pool-{key[:12]}",
+                    ),
+                )
+            self._seeded.move_to_end(key)
+            while len(self._seeded) > self.seeded_pool_keys:
+                evicted.append(self._seeded.popitem(last=False)[1][1])
+        for pool in evicted:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pool.close)
+
+    def _make_seeded(self, snapshot: str) -> DockerSandbox:
+        """Runs in a seeded pool's thread, as ``_make_pooled``."""
+        lifetime = (self.ttl_seconds or 86400) + self.pool_idle_seconds
+        return anyio.run(
+            partial(
+                _warmed_up,
+                partial(self._create_seeded, snapshot),
+                session_id=f"pool-{uuid.uuid4().hex[:12]}",
+                expires_at=time.time() + lifetime,
+                client=self.client.fork(),
+            )
+        )
+
+    async def wait_seeded_pool_ready(self, key: str, timeout: float = 120) -> bool:
+        """Wait until the seeded pool of ``key`` is full; False if there is
+        none (no session used or saved that snapshot yet) or it did not fill
+        within ``timeout``."""
+        owner = self._pool_source or self
+        with owner._pool_lock:
+            entry = owner._seeded.get(key)
+        if entry is None:
+            return False
+        return await anyio.to_thread.run_sync(entry[1].wait_ready, timeout)
+
+    def seeded_keys(self) -> list[str]:
+        """The snapshot keys kept warm now, least recently used first."""
+        owner = self._pool_source or self
+        with owner._pool_lock:
+            return [key for key, (_, pool) in owner._seeded.items() if not pool.closed]
 
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         await self._sweep()
@@ -466,10 +578,11 @@ class LocalDockerSandbox(SandboxEnvironment):
         """The key of the snapshot these cached hooks, with these input values, would make."""
         from ...core.snapshot_keys import snapshot_key
 
-        await self.client.call(ensure_image, self.image)
         return snapshot_key(
             {
-                "image_id": await self.client.call(image_id, self.image),
+                # One inspect, not ensure_image's and image_id's: it is on
+                # every session's path, a seeded pooled start's included.
+                "image_id": await self.client.call(_present_image_id, self.image),
                 "setup_script": self.setup_script,
                 "user": self.user,
                 "env": self.env,
@@ -487,12 +600,29 @@ class LocalDockerSandbox(SandboxEnvironment):
     ) -> DockerSandbox | None:
         """A sandbox started from the snapshot with ``key`` (setup script and
         cached hooks already in it), or None if there is none."""
+        owner = self._pool_source or self
+        if self.seeded_pool_size:
+            pooled = owner._claim_seeded(key)
+            if pooled is not None:
+                pooled.adopt(session_id=session_id, client=self.client)
+                return pooled
         snapshot = await self.client.call(find_snapshot, key)
         if snapshot is None:
             return None
         await self._sweep()
+        if self.seeded_pool_size:  # warm for the next session of this key
+            await owner._keep_warm(key, snapshot)
+        return await self._create_seeded(
+            snapshot, session_id=session_id, expires_at=expires_at, client=self.client
+        )
+
+    async def _create_seeded(
+        self, snapshot: str, *, session_id: str, expires_at: float | None, client: DockerClient
+    ) -> DockerSandbox:
+        """A new container of the snapshot image ``snapshot``, its saved tmpfs
+        directories restored."""
         sandbox = await self._create_new(
-            session_id=session_id, expires_at=expires_at, snapshot=snapshot
+            session_id=session_id, expires_at=expires_at, client=client, snapshot=snapshot
         )
         if self.saved_tmpfs_dirs():
             try:
@@ -510,12 +640,15 @@ class LocalDockerSandbox(SandboxEnvironment):
         assert isinstance(sandbox, DockerSandbox)
         source = await self.client.call(image_id, self.image)
         with anyio.CancelScope(shield=True):  # an interrupted commit would leave a stray image
-            return await self.client.call(
+            snapshot = await self.client.call(
                 partial(commit_snapshot, tmpfs_dirs=self.saved_tmpfs_dirs()),
                 sandbox.container_id,
                 key,
                 source,
             )
+            if self.seeded_pool_size:  # the next session of this key starts warm
+                await (self._pool_source or self)._keep_warm(key, snapshot)
+            return snapshot
 
     async def _sweep(self) -> None:
         if not self._swept:
@@ -723,6 +856,34 @@ def size_in_bytes(size: str | int) -> int | None:
     if found is None:
         return None
     return int(found.group(1)) << (10 * " kmgt".index(found.group(2).lower() or " "))
+
+
+async def _warmed_up(create: Any, **options: Any) -> DockerSandbox:
+    """A pooled sandbox made by ``create(**options)``, then given one command
+    as the sandbox user: the helper starts that user's spawner on its first
+    command (a fork of the helper), which the session's first command would
+    otherwise wait for."""
+    sandbox: DockerSandbox = await create(**options)
+    try:
+        warm = await sandbox.execute("true", timeout_seconds=PROBE_SECONDS)
+        if not warm.ok:
+            raise SandboxUnavailableError(f"a pooled sandbox's first command failed: {warm}")
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await sandbox.delete()
+        raise
+    return sandbox
+
+
+def _present_image_id(client: Any, image: str) -> str:
+    """The image's id, pulled first where it is missing (``ensure_image``)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return str(client.images.get(image).id)
+    except ImageNotFound:
+        ensure_image(client, image)
+        return image_id(client, image)
 
 
 def _find_container(client: Any, container_id: str) -> Any:
