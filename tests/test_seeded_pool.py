@@ -220,3 +220,33 @@ def test_the_yaml_keys_reach_the_environment() -> None:
     assert (env.seeded_pool_size, env.seeded_pool_keys, env.pool_idle_seconds) == (3, 5, 30)
     with pytest.raises(ValueError, match="seeded_pool_keys"):
         LocalDockerSandbox(image=TEST_IMAGE, seeded_pool_keys=0)
+
+
+def test_a_pool_that_does_not_replace_idle_items_closes_and_lets_its_thread_end() -> None:
+    """``replace_idle=False`` (the seeded pools): once an item has idled
+    ``max_idle_seconds``, every idle item is discarded, nothing new is made,
+    and the pool's thread ends."""
+    import time
+
+    from runner.sandboxes.docker.pool import WarmPool
+
+    made: list[int] = []
+    discarded: list[int] = []
+
+    def make() -> int:
+        made.append(len(made))
+        return made[-1]
+
+    pool = WarmPool(2, make, discarded.append, max_idle_seconds=0.2, replace_idle=False)
+    try:
+        assert pool.wait_ready(10)
+        deadline = time.monotonic() + 30
+        while not pool.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.closed
+        pool._thread.join(10)
+        assert not pool._thread.is_alive()
+        assert sorted(discarded) == made == [0, 1]
+        assert pool.claim() is None
+    finally:
+        pool.close()
