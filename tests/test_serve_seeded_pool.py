@@ -72,13 +72,18 @@ def test_a_served_agents_second_session_starts_from_its_seeded_pool(
                 assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
             if not labels[-1].startswith("pool-"):  # the pool fills after the first session
 
-                def idle(owner: str = owner) -> bool:
+                def ready(owner: str = owner) -> bool:
+                    # Made, and its warm-up command ran as the sandbox user
+                    # (whose spawner it leaves): then it is in the pool.
                     return any(
                         c.labels[LABEL_SESSION].startswith("pool-")
+                        and any(
+                            row[0] == "1000" for row in c.top(ps_args="-o uid,pid")["Processes"]
+                        )
                         for c in durable_containers(docker_client, owner)
                     )
 
-                wait_for(idle, what="the seeded pool to fill", timeout=120)
+                wait_for(ready, what="the seeded pool to fill", timeout=120)
         seeds = [
             (server.output_dir / session / "seed.txt").read_text()
             for session in sorted(p.name for p in server.output_dir.iterdir() if p.is_dir())

@@ -29,8 +29,9 @@ helper where the image has a full python3, else its POSIX-shell helper
 through one ``docker exec`` each under ``timeout`` inside the container.
 Either way the runner keeps each command's deadline on the host too.
 
-This module is the environment (container options, pool, snapshots,
-creation); the sandbox it creates (commands, files) is ``container``.
+This module is the environment (container options, snapshots, creation);
+its warm pools, plain and seeded, are ``pools``; the sandbox it creates
+(commands, files) is ``container``.
 Talking to the Engine (client, images, containers, garbage collection) is
 in ``engine``; the per-command path in ``exec``; the
 channel in ``channel`` and its helpers in ``helpers/exec_helper.py`` and
@@ -94,8 +95,8 @@ from .engine import (
     remove_container,
     short_error,
 )
-from .exec import PROBE_SECONDS
 from .pool import WarmPool
+from .pools import WarmPools
 from .seccomp import security_options
 from .snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
 
@@ -135,7 +136,7 @@ CHANNEL_DIR_SIZE = "512m"
 POOL_MAX_IDLE_SECONDS = 600.0
 
 
-class LocalDockerSandbox(SandboxEnvironment):
+class LocalDockerSandbox(WarmPools, SandboxEnvironment):
     """Each session gets its own container, with the workspace at ``/workspace``.
 
     ``image`` defaults to ``$RUNNER_DOCKER_IMAGE``, else ``python:3.12-bookworm``.
@@ -420,137 +421,6 @@ class LocalDockerSandbox(SandboxEnvironment):
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
-
-    # --- warm pool -------------------------------------------------------------
-
-    def start_pool(self) -> None:
-        """Start filling the warm pool now (it also starts on the first session)."""
-        if self.pool_size and self._pool is None:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = WarmPool(
-                        self.pool_size,
-                        self._make_pooled,
-                        _discard_pooled,
-                        max_idle_seconds=self.pool_idle_seconds,
-                        name=f"docker-pool-{self.image}",
-                    )
-
-    async def wait_pool_ready(self, timeout: float = 120) -> bool:
-        """Start the pool if needed and wait until it is full."""
-        self.start_pool()
-        if self._pool is None:
-            return True
-        return await anyio.to_thread.run_sync(self._pool.wait_ready, timeout)
-
-    def share_pool(self, source: SandboxEnvironment) -> None:
-        """Claim pooled containers from ``source``'s pool instead of filling one
-        of this environment's own (``runner serve`` compiles an agent once per
-        session; that agent's sessions share one pool).  ``source`` must make
-        the same containers (same file, same ``durable_owner``)."""
-        assert isinstance(source, LocalDockerSandbox), source
-        self._pool_source = source
-
-    def close_pool(self) -> None:
-        """Remove the pools' idle containers, seeded ones too (also done at
-        interpreter exit)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-        with self._pool_lock:
-            seeded = [pool for _, pool in self._seeded.values()]
-            self._seeded.clear()
-        for pool in seeded:
-            pool.close()
-
-    def _make_pooled(self) -> DockerSandbox:
-        """Runs in the pool's thread: the same creation code, in a private event loop.
-
-        A pooled container lives ``ttl_seconds`` after it is claimed at most,
-        plus the time it may wait in the pool.
-        """
-        lifetime = (self.ttl_seconds or 86400) + self.pool_idle_seconds
-        return anyio.run(
-            partial(
-                _warmed_up,
-                self._create_new,
-                session_id=f"pool-{uuid.uuid4().hex[:12]}",
-                expires_at=time.time() + lifetime,
-                client=self.client.fork(),
-            )
-        )
-
-    # --- seeded pools: containers started from a snapshot, per key -------------
-
-    def _claim_seeded(self, key: str) -> DockerSandbox | None:
-        """A warm container of the snapshot ``key``, or None (no pool for it,
-        or none ready right now)."""
-        with self._pool_lock:
-            entry = self._seeded.get(key)
-            if entry is None or entry[1].closed:
-                return None
-            self._seeded.move_to_end(key)
-            pool = entry[1]
-        return pool.claim()
-
-    async def _keep_warm(self, key: str, snapshot: str) -> None:
-        """Keep ``seeded_pool_size`` containers of ``snapshot`` (the image of
-        ``key``) started from now on; the least recently used key beyond
-        ``seeded_pool_keys`` loses its pool."""
-        evicted: list[WarmPool[DockerSandbox]] = []
-        with self._pool_lock:
-            entry = self._seeded.get(key)
-            if entry is not None and (entry[1].closed or entry[0] != snapshot):
-                evicted.append(entry[1])  # retired, or a newer snapshot of the key
-                entry = None
-            if entry is None:
-                self._seeded[key] = (
-                    snapshot,
-                    WarmPool(
-                        self.seeded_pool_size,
-                        partial(self._make_seeded, snapshot),
-                        _discard_pooled,
-                        max_idle_seconds=self.pool_idle_seconds,
-                        replace_idle=False,
-                        name=f"docker-seeded-pool-{key[:12]}",
-                    ),
-                )
-            self._seeded.move_to_end(key)
-            while len(self._seeded) > self.seeded_pool_keys:
-                evicted.append(self._seeded.popitem(last=False)[1][1])
-        for pool in evicted:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(pool.close)
-
-    def _make_seeded(self, snapshot: str) -> DockerSandbox:
-        """Runs in a seeded pool's thread, as ``_make_pooled``."""
-        lifetime = (self.ttl_seconds or 86400) + self.pool_idle_seconds
-        return anyio.run(
-            partial(
-                _warmed_up,
-                partial(self._create_seeded, snapshot),
-                session_id=f"pool-{uuid.uuid4().hex[:12]}",
-                expires_at=time.time() + lifetime,
-                client=self.client.fork(),
-            )
-        )
-
-    async def wait_seeded_pool_ready(self, key: str, timeout: float = 120) -> bool:
-        """Wait until the seeded pool of ``key`` is full; False if there is
-        none (no session used or saved that snapshot yet) or it did not fill
-        within ``timeout``."""
-        owner = self._pool_source or self
-        with owner._pool_lock:
-            entry = owner._seeded.get(key)
-        if entry is None:
-            return False
-        return await anyio.to_thread.run_sync(entry[1].wait_ready, timeout)
-
-    def seeded_keys(self) -> list[str]:
-        """The snapshot keys kept warm now, least recently used first."""
-        owner = self._pool_source or self
-        with owner._pool_lock:
-            return [key for key, (_, pool) in owner._seeded.items() if not pool.closed]
 
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         await self._sweep()
@@ -858,23 +728,6 @@ def size_in_bytes(size: str | int) -> int | None:
     return int(found.group(1)) << (10 * " kmgt".index(found.group(2).lower() or " "))
 
 
-async def _warmed_up(create: Any, **options: Any) -> DockerSandbox:
-    """A pooled sandbox made by ``create(**options)``, then given one command
-    as the sandbox user: the helper starts that user's spawner on its first
-    command (a fork of the helper), which the session's first command would
-    otherwise wait for."""
-    sandbox: DockerSandbox = await create(**options)
-    try:
-        warm = await sandbox.execute("true", timeout_seconds=PROBE_SECONDS)
-        if not warm.ok:
-            raise SandboxUnavailableError(f"a pooled sandbox's first command failed: {warm}")
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await sandbox.delete()
-        raise
-    return sandbox
-
-
 def _present_image_id(client: Any, image: str) -> str:
     """The image's id, pulled first where it is missing (``ensure_image``)."""
     from docker.errors import ImageNotFound
@@ -958,13 +811,6 @@ async def remove_durable_containers(
 
 #: (owner, engine URL) -> the engine client every durable environment of it shares.
 _DURABLE_CLIENTS: dict[tuple[str, str | None], DockerClient] = {}
-
-
-def _discard_pooled(sandbox: DockerSandbox) -> None:
-    """Runs in the pool's thread (or at exit): remove an unclaimed container."""
-    if sandbox.channel is not None:
-        sandbox.channel.close()
-    remove_container(sandbox.client._connect(), sandbox.container_id)
 
 
 __all__ = [
