@@ -18,7 +18,10 @@ machine.  The agent has one hook whose ``on_create`` is one ``run:`` step.
    Docker cold (``pool: 0``) and on Docker with a warm pool (``pool: 2``; the
    pool is refilled, outside the timed part, before each timed session: the
    server's by counting its idle pool containers, in-process by
-   ``wait_pool_ready``).
+   ``wait_pool_ready``); and with a seeded pool (``seeded_pool: 2``, a
+   cached hook before the measured one: after an untimed first session
+   saved the snapshot, each session starts from a container of it, the
+   pools refilled the same way, in-process by ``wait_seeded_pool_ready``).
 2. sessions per second: K sessions run whole (create, ``on_create``, close),
    C at a time, wall time from the first create to the last close (local:
    K=40, C=10; Docker cold: K=8, C=4).
@@ -72,6 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from runner.sandboxes.docker.environment import LABEL_DURABLE, LABEL_OWNER_PID  # noqa: E402
+from runner.sandboxes.docker.snapshots import LABEL_SNAPSHOT  # noqa: E402
 
 IMAGE = os.environ.get("RUNNER_DOCKER_IMAGE", "sandbox-runner-test:latest")
 TOKEN = "bench-token-0123456789abcdef"
@@ -82,12 +86,25 @@ PID = os.getpid()
 # --- the agent ------------------------------------------------------------------
 
 
-def agent_file(folder: Path, *, sandbox: str, pool: int = 0, block: Path | None = None) -> Path:
+def agent_file(
+    folder: Path, *, sandbox: str, pool: int = 0, block: Path | None = None, seeded: int = 0
+) -> Path:
     """One hook: ``on_create`` is one quick step (plus, with ``block``, a step
-    that waits for that file, counting its runs)."""
+    that waits for that file, counting its runs).  With ``seeded``, a cached
+    hook comes first (its snapshot seeds the pool, ``seeded_pool: N``), so
+    the measured step is still the first hook's."""
     environment = [f"sandbox: {sandbox}"]
     if sandbox == "docker":
         environment += [f"image: {IMAGE}", f"pool: {pool}"]
+    cached = []
+    if seeded:
+        environment.append(f"seeded_pool: {seeded}")
+        cached = [
+            "      - name: seed",
+            "        cache: true",
+            "        on_create:",
+            f"          - run: echo {os.getpid()} > seed.txt",
+        ]
     steps = ["- run: echo ran >> first.count"]
     if block is not None:
         steps.append(
@@ -103,6 +120,7 @@ def agent_file(folder: Path, *, sandbox: str, pool: int = 0, block: Path | None 
             *(f"    {line}" for line in environment),
             "    default_exec_timeout_seconds: 600",
             "    hooks:",
+            *cached,
             "      - name: first",
             "        on_create:",
             *(f"          {line}" for line in steps),
@@ -110,7 +128,8 @@ def agent_file(folder: Path, *, sandbox: str, pool: int = 0, block: Path | None 
         ]
     )
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"bench-{sandbox}-{pool}-{'block' if block else 'plain'}.yaml"
+    kind = "block" if block else f"seeded{seeded}" if seeded else "plain"
+    path = folder / f"bench-{sandbox}-{pool}-{kind}.yaml"
     path.write_text(text)
     return path
 
@@ -325,7 +344,22 @@ def cleanup() -> int:
             ids += docker_ids(f"{LABEL_DURABLE}={owner}")
     if ids:
         subprocess.run(["docker", "rm", "-f", *sorted(set(ids))], capture_output=True, check=False)
+    made = set(docker_images(f"label={LABEL_SNAPSHOT}")) - SNAPSHOTS_BEFORE
+    if made:  # the seeded row's snapshot
+        subprocess.run(["docker", "rmi", "-f", *sorted(made)], capture_output=True, check=False)
     return len(set(ids))
+
+
+def docker_images(*filters: str) -> list[str]:
+    argv = ["docker", "images", "-q", "--no-trunc"]
+    for item in filters:
+        argv += ["--filter", item]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return result.stdout.split()
+
+
+#: The snapshot images present before this run (``cleanup`` removes the others).
+SNAPSHOTS_BEFORE: set[str] = set()
 
 
 # --- measures -------------------------------------------------------------------
@@ -376,12 +410,13 @@ async def latencies(
     rounds: int,
     pool: int = 0,
     db: str | None = None,
+    seeded: int = 0,
 ) -> None:
     server = Server(file, folder, db)
     SERVERS.append(server)
     server.start()
     agent = compile_agent(file, folder / "inproc")
-    if pool:
+    if pool or seeded:
         POOLS.append(agent.environment)
     api: list[float] = []
     local: list[float] = []
@@ -389,11 +424,14 @@ async def latencies(
         await api_session(client)  # warm-up, untimed: imports, image, first pool fill
         await local_session(agent)
         for _ in range(rounds):
-            if pool:
-                await server_pool_ready(server, pool)
+            if pool or seeded:
+                await server_pool_ready(server, pool + seeded)
             api.append(await api_session(client))
             if pool:
                 await agent.environment.wait_pool_ready(300)
+            if seeded:
+                (key,) = agent.environment.seeded_keys()
+                await agent.environment.wait_seeded_pool_ready(key, 300)
             local.append(await local_session(agent))
     table.latency(name, api, local)
     server.stop()
@@ -589,18 +627,23 @@ def start_postgres() -> Any:
     return server
 
 
-async def main(rounds: int, docker: bool, quick: bool, postgres: bool) -> None:
+async def main(
+    rounds: int, docker: bool, quick: bool, postgres: bool, pools_only: bool = False
+) -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    if docker:
+        SNAPSHOTS_BEFORE.update(docker_images(f"label={LABEL_SNAPSHOT}"))
     table = Table()
     load = os.getloadavg()
     print(f"bench/serve.py: {rounds} rounds, load average {load[0]:.2f}, image {IMAGE}\n")
     try:
         local = agent_file(folder, sandbox="local")
-        await latencies(table, "local", folder / "lat-local", local, rounds)
-        await throughput(table, "local", folder / "rate-local", local, 20 if quick else 40, 10)
-        await hundred(table, folder / "hundred", local)
-        await resume(table, folder / "resume")
-        if postgres and (cluster := start_postgres()) is not None:
+        if not pools_only:
+            await latencies(table, "local", folder / "lat-local", local, rounds)
+            await throughput(table, "local", folder / "rate-local", local, 20 if quick else 40, 10)
+            await hundred(table, folder / "hundred", local)
+            await resume(table, folder / "resume")
+        if postgres and not pools_only and (cluster := start_postgres()) is not None:
             try:
                 await latencies(
                     table,
@@ -615,10 +658,16 @@ async def main(rounds: int, docker: bool, quick: bool, postgres: bool) -> None:
                 cluster.stop()
         if docker:
             cold = agent_file(folder, sandbox="docker")
-            await latencies(table, "docker, cold", folder / "lat-docker", cold, rounds)
+            if not pools_only:
+                await latencies(table, "docker, cold", folder / "lat-docker", cold, rounds)
             pooled = agent_file(folder, sandbox="docker", pool=2)
             await latencies(table, "docker, pool: 2", folder / "lat-pool", pooled, rounds, pool=2)
-            await throughput(table, "docker, cold", folder / "rate-docker", cold, 8, 4)
+            seeded = agent_file(folder, sandbox="docker", seeded=2)
+            await latencies(
+                table, "docker, seeded_pool: 2", folder / "lat-seeded", seeded, rounds, seeded=2
+            )
+            if not pools_only:
+                await throughput(table, "docker, cold", folder / "rate-docker", cold, 8, 4)
     finally:
         removed = cleanup()
         shutil.rmtree(folder, ignore_errors=True)
@@ -633,6 +682,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="8 rounds, fewer sessions")
     parser.add_argument("--no-docker", action="store_true", help="the local sandbox only")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--pools-only", action="store_true", help="only the Docker pool rows of measure 1"
+    )
     args = parser.parse_args()
     try:
         asyncio.run(
@@ -641,6 +693,7 @@ if __name__ == "__main__":
                 not args.no_docker,
                 args.quick,
                 not args.no_postgres,
+                args.pools_only,
             )
         )
     except KeyboardInterrupt:

@@ -263,6 +263,8 @@ class SandboxEnvironment(abc.ABC):
     options: frozenset[str] = frozenset()
     #: Warm sandboxes kept ready for new sessions (0: none; Docker has a pool).
     pool_size: int = 0
+    #: Warm sandboxes kept per snapshot key, started from the snapshot (Docker).
+    seeded_pool_size: int = 0
     #: Whether sessions can start from a snapshot of their cached hooks'
     #: ``on_create`` (Docker can: it commits the container; see ``core.snapshot_keys``).
     can_snapshot: bool = False

@@ -147,11 +147,12 @@ class Sessions(Recovery):
         """The environment's sandboxes belong to this store, not to the process
         (a restarted server re-attaches them); its pool is the agent's."""
         environment.make_durable(self.store.id)
+        pooled = environment.pool_size or environment.seeded_pool_size
         if agent.python is not None:  # one environment for every session: its own pool
-            if environment.pool_size:
+            if pooled:
                 self._pools[agent.name] = environment
             return
-        if environment.pool_size:
+        if pooled:
             source = self._pools.get(agent.name)
             if source is None:
                 from ..config import compile_file

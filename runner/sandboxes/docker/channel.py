@@ -98,6 +98,9 @@ class _Pending:
     request: dict[str, Any]  # what was asked: its answer is checked against it
     #: Where a read's body goes as it arrives (None: kept, returned as ``body``).
     sink: Callable[[bytes], object] | None = None
+    #: Called (in the reader thread) with a read's checked header before its
+    #: body arrives: the sink can size itself from the file's size.
+    on_header: Callable[[dict[str, Any]], object] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     receiving: bool = False  # its answer's header has arrived
     header: dict[str, Any] | None = None
@@ -227,11 +230,12 @@ class ExecChannel:
     def request(
         self,
         header: dict[str, Any],
-        body: bytes = b"",
+        body: bytes | memoryview = b"",
         *,
         timeout: float,
         kill_after: float | None = None,
         sink: Callable[[bytes], object] | None = None,
+        on_header: Callable[[dict[str, Any]], object] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait (blocking) for its answer.
 
@@ -240,7 +244,8 @@ class ExecChannel:
         helper keeps commands' timeouts itself.  ``sink``: a read's body is
         passed to it piece by piece as it arrives (in the reader thread), not
         kept, so a file never sits whole in memory on its way; the answer's
-        body is then empty.  What the sink raises is raised here.
+        body is then empty.  ``on_header``: called with the answer's checked
+        header before its body arrives.  What either raises is raised here.
         """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
@@ -251,7 +256,7 @@ class ExecChannel:
                 return refused, b""
         started = time.monotonic()
         deadline = started + timeout
-        pending = _Pending(header, sink=sink)
+        pending = _Pending(header, sink=sink, on_header=on_header)
         request_id = self._register(pending)
         frame = self._frame(header, request_id, len(body), strings)
         try:
@@ -434,8 +439,8 @@ class ExecChannel:
                     raise ValueError("the helper did not announce itself")
             incoming: _Incoming | None = None
             while True:
-                if not buffer:
-                    buffer += self._docker_stdout()
+                if not buffer:  # the frame's own buffer: no copy
+                    buffer = self._docker_stdout()
                 if incoming is None:
                     head = take_head(buffer, max_body=self.max_body_bytes)
                     if head is None:
@@ -469,6 +474,11 @@ class ExecChannel:
                 raise ValueError(f"an answer to no request in flight (id {request_id})")
             check_answer(pending.request, header, body_size)
             pending.receiving = True
+        if pending.on_header is not None and "error" not in header:
+            try:
+                pending.on_header(header)
+            except Exception as exc:  # the caller's to raise, as a sink's
+                pending.sink_error = exc
         return _Incoming(pending, header, body_size)
 
     def _deliver(self, incoming: _Incoming) -> None:
@@ -480,7 +490,7 @@ class ExecChannel:
                 self._pending.pop(incoming.header["id"], None)
         pending.finish()
 
-    def _docker_stdout(self) -> bytes:
+    def _docker_stdout(self) -> bytearray:
         """The next payload of the helper's stdout (its stderr is kept aside)."""
         while True:
             stream_type, payload = self._docker_frame()
@@ -489,18 +499,22 @@ class ExecChannel:
             self._stderr += payload
             del self._stderr[:-4000]
 
-    def _docker_frame(self) -> tuple[int, bytes]:
+    def _docker_frame(self) -> tuple[int, bytearray]:
         header = self._recv_exact(8)
         stream_type = header[0]
         size = struct.unpack(">I", header[4:])[0]
         return stream_type, self._recv_exact(size)
 
-    def _recv_exact(self, size: int) -> bytes:
+    def _recv_exact(self, size: int) -> bytearray:
+        """``size`` bytes of the stream, received straight into one buffer
+        (a file's piece arrives in frames of ~32 KiB: no chunks joined)."""
         assert self._socket is not None
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self._socket.recv(min(size - len(chunks), 1 << 20))
-            if not chunk:
+        received = bytearray(size)
+        view = memoryview(received)
+        got = 0
+        while got < size:
+            count = self._socket.recv_into(view[got:], min(size - got, 1 << 20))
+            if not count:
                 raise EOFError
-            chunks += chunk
-        return bytes(chunks)
+            got += count
+        return received

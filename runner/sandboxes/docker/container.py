@@ -9,6 +9,7 @@ the channel in ``channel``; the per-command path in ``exec``.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import posixpath
 import re
@@ -554,10 +555,13 @@ class DockerSandbox(Sandbox):
         sink: Callable[[bytes], object],
         limit: int | None = None,
         of: str = MAX_FILE_BYTES,
+        expect: Callable[[int], object] | None = None,
     ) -> None:
         """A file's bytes over the channel into ``sink`` as they arrive, piece
         by piece (blocking), at most ``limit`` of them (default:
-        ``max_file_bytes``); ``FileTooLargeError`` past it.
+        ``max_file_bytes``); ``FileTooLargeError`` past it.  ``expect`` is
+        told the file's size (when within ``limit``) from the first piece's
+        header, before any of its bytes reach the sink.
 
         The limit holds inside the read: each request asks for at most a
         piece, and no more than ``limit + 1`` bytes in all (a small limit is
@@ -577,6 +581,10 @@ class DockerSandbox(Sandbox):
             if kept:
                 sink(kept)
 
+        def sized(header: dict[str, Any]) -> None:
+            if expect is not None and header["size"] <= limit:
+                expect(header["size"])
+
         while True:
             asked_at = offset
             header, _ = channel.request(
@@ -591,6 +599,7 @@ class DockerSandbox(Sandbox):
                 timeout=FILE_DEADLINE_SECONDS,
                 kill_after=self.file_piece_seconds,
                 sink=counted,
+                on_header=sized if asked_at == 0 else None,
             )
             if "error" in header:
                 raise file_error(header, path)
@@ -638,27 +647,41 @@ class DockerSandbox(Sandbox):
         return await self._read_bounded(path, limit, READ_LIMIT)
 
     async def _read_bounded(self, path: str, limit: int, of: str) -> bytes:
-        """At most ``limit`` bytes of the file, through a host temporary file
-        (over the channel or not), so at its peak only the returned bytes are
-        in memory, not the pieces and their join besides; the temporary file
-        never holds more than ``limit`` bytes."""
+        """At most ``limit`` bytes of the file, so that at its peak only the
+        returned bytes are in memory, not the pieces and their join besides.
+        Over the channel the size is known from the first piece's header, so
+        the pieces go straight into one buffer of that size (``FileBuffer``);
+        on the per-command path it is not, and they go through a host
+        temporary file, which never holds more than ``limit`` bytes.
+
+        The bytes come back in ``box``, not as the worker thread's result:
+        an idle anyio worker keeps its last result alive (until its next
+        job, or 10 s), which would keep a copy of a large file after the
+        caller dropped it."""
+        box: list[bytes] = []
         try:
-            data = await self._on_channel(
-                partial(self._channel_read_bytes, path=path, limit=limit, of=of)
+            done = await self._on_channel(
+                partial(self._channel_read_bytes, path=path, limit=limit, of=of, box=box)
             )
         except ChannelError:
-            data = NO_CHANNEL  # reading again is harmless
-        if not isinstance(data, _NoChannel):
-            return data
+            done = NO_CHANNEL  # reading again is harmless
+        if not isinstance(done, _NoChannel):
+            return box.pop()
         runas = await self._as_user([])
-        return await self.client.call(
-            lambda client: spooled(
-                lambda add: drain_into(add, self._exec_pieces(client, runas, path, limit, of))
-            )
-        )
 
-    def _channel_read_bytes(self, channel: ExecChannel, *, path: str, limit: int, of: str) -> bytes:
-        return spooled(lambda add: self._channel_read(channel, path, add, limit, of))
+        def read_pieces(client: docker.DockerClient) -> None:
+            pieces = self._exec_pieces(client, runas, path, limit, of)
+            box.append(spooled(lambda add: drain_into(add, pieces)))
+
+        await self.client.call(read_pieces)
+        return box.pop()
+
+    def _channel_read_bytes(
+        self, channel: ExecChannel, *, path: str, limit: int, of: str, box: list[bytes]
+    ) -> None:
+        into = FileBuffer()
+        self._channel_read(channel, path, into.write, limit, of, expect=into.expect)
+        box.append(into.value())
 
     def _channel_save(self, channel: ExecChannel, *, path: str, target: Path) -> int:
         with SparseWriter(target) as out:
@@ -689,9 +712,9 @@ class DockerSandbox(Sandbox):
         target = self._path(path)
 
         def write_pieces(channel: ExecChannel) -> None:
-            view = memoryview(payload)
+            view = memoryview(payload)  # pieces are views: no copy of the file
             for offset in range(0, max(1, len(payload)), FILE_CHUNK_BYTES):
-                piece = bytes(view[offset : offset + FILE_CHUNK_BYTES])
+                piece = view[offset : offset + FILE_CHUNK_BYTES]
                 header, _ = channel.request(
                     {
                         "op": "write",
@@ -832,6 +855,33 @@ def _on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+class FileBuffer:
+    """A file's bytes gathered into one buffer, sized up front from the file's
+    size, then handed out as ``bytes`` without a copy: the peak is the file
+    once.  ``io.BytesIO`` does both (a write past its end allocates exactly
+    that much; ``getvalue()`` returns its own buffer when the length is
+    exact).  A file that grew or shrank meanwhile still comes out whole: the
+    buffer grows, or is cut to what arrived."""
+
+    def __init__(self) -> None:
+        self._buffer = io.BytesIO()
+        self._written = 0
+
+    def expect(self, size: int) -> None:
+        if size > 0 and self._written == 0:
+            self._buffer.seek(size - 1)
+            self._buffer.write(b"\0")
+            self._buffer.seek(0)
+
+    def write(self, data: bytes) -> None:
+        self._buffer.write(data)
+        self._written += len(data)
+
+    def value(self) -> bytes:
+        self._buffer.truncate(self._written)
+        return self._buffer.getvalue()
 
 
 def spooled(fill: Callable[[Callable[[bytes], None]], object]) -> bytes:

@@ -29,8 +29,9 @@ helper where the image has a full python3, else its POSIX-shell helper
 through one ``docker exec`` each under ``timeout`` inside the container.
 Either way the runner keeps each command's deadline on the host too.
 
-This module is the environment (container options, pool, snapshots,
-creation); the sandbox it creates (commands, files) is ``container``.
+This module is the environment (container options, snapshots, creation);
+its warm pools, plain and seeded, are ``pools``; the sandbox it creates
+(commands, files) is ``container``.
 Talking to the Engine (client, images, containers, garbage collection) is
 in ``engine``; the per-command path in ``exec``; the
 channel in ``channel`` and its helpers in ``helpers/exec_helper.py`` and
@@ -45,6 +46,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -94,6 +96,7 @@ from .engine import (
     short_error,
 )
 from .pool import WarmPool
+from .pools import WarmPools
 from .seccomp import security_options
 from .snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
 
@@ -133,7 +136,7 @@ CHANNEL_DIR_SIZE = "512m"
 POOL_MAX_IDLE_SECONDS = 600.0
 
 
-class LocalDockerSandbox(SandboxEnvironment):
+class LocalDockerSandbox(WarmPools, SandboxEnvironment):
     """Each session gets its own container, with the workspace at ``/workspace``.
 
     ``image`` defaults to ``$RUNNER_DOCKER_IMAGE``, else ``python:3.12-bookworm``.
@@ -167,6 +170,9 @@ class LocalDockerSandbox(SandboxEnvironment):
             "cpus",
             "pids_limit",
             "pool",
+            "seeded_pool",
+            "seeded_pool_keys",
+            "pool_idle_seconds",
             "workspace_size",
             "user",
             "read_only_root",
@@ -191,6 +197,9 @@ class LocalDockerSandbox(SandboxEnvironment):
             "cpus": "cpus",
             "pids_limit": "pids_limit",
             "pool": "pool_size",
+            "seeded_pool": "seeded_pool_size",
+            "seeded_pool_keys": "seeded_pool_keys",
+            "pool_idle_seconds": "pool_idle_seconds",
             "workspace_size": "workspace_size",
             "user": "user",
             "read_only_root": "read_only_root",
@@ -228,6 +237,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         output_cap_bytes: int = 8 << 20,
         max_file_bytes: int = 1 << 30,
         pool_size: int = 0,
+        seeded_pool_size: int = 0,
+        seeded_pool_keys: int = 4,
+        pool_idle_seconds: float = POOL_MAX_IDLE_SECONDS,
         workspace_size: str | None = None,
         user: str = "sandbox",
         read_only_root: bool = False,
@@ -277,6 +289,25 @@ class LocalDockerSandbox(SandboxEnvironment):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
             raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
         self.pool_size = pool_size
+        if (
+            isinstance(seeded_pool_size, bool)
+            or not isinstance(seeded_pool_size, int)
+            or seeded_pool_size < 0
+        ):
+            raise ValueError(f"seeded_pool_size must be an int >= 0, got {seeded_pool_size!r}")
+        #: Containers kept started from each recently used snapshot (see
+        #: ``create_from_snapshot``), for at most ``seeded_pool_keys`` keys.
+        self.seeded_pool_size = seeded_pool_size
+        if (
+            isinstance(seeded_pool_keys, bool)
+            or not isinstance(seeded_pool_keys, int)
+            or seeded_pool_keys < 1
+        ):
+            raise ValueError(f"seeded_pool_keys must be an int >= 1, got {seeded_pool_keys!r}")
+        self.seeded_pool_keys = seeded_pool_keys
+        #: How long a pooled container may wait unclaimed: then it is replaced
+        #: (the plain pool) or its seeded pool closes (nobody wants that key).
+        self.pool_idle_seconds = check_timeout(pool_idle_seconds, name="pool_idle_seconds")
         #: A size such as "256m" puts /workspace on a tmpfs of that size (it
         #: counts against the memory limit): a full disk stays inside the sandbox.
         self.workspace_size = workspace_size
@@ -294,6 +325,9 @@ class LocalDockerSandbox(SandboxEnvironment):
         self._check_workspace_fits_in_memory()
         self._pool: WarmPool[DockerSandbox] | None = None
         self._pool_lock = threading.Lock()
+        #: Snapshot key -> (its image id, the pool of containers started from
+        #: it), least recently used first.
+        self._seeded: OrderedDict[str, tuple[str, WarmPool[DockerSandbox]]] = OrderedDict()
         #: Claim pooled containers from this environment's pool (``share_pool``).
         self._pool_source: LocalDockerSandbox | None = None
         self._swept = False
@@ -388,58 +422,6 @@ class LocalDockerSandbox(SandboxEnvironment):
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
 
-    # --- warm pool -------------------------------------------------------------
-
-    def start_pool(self) -> None:
-        """Start filling the warm pool now (it also starts on the first session)."""
-        if self.pool_size and self._pool is None:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = WarmPool(
-                        self.pool_size,
-                        self._make_pooled,
-                        _discard_pooled,
-                        max_idle_seconds=POOL_MAX_IDLE_SECONDS,
-                        name=f"docker-pool-{self.image}",
-                    )
-
-    async def wait_pool_ready(self, timeout: float = 120) -> bool:
-        """Start the pool if needed and wait until it is full."""
-        self.start_pool()
-        if self._pool is None:
-            return True
-        return await anyio.to_thread.run_sync(self._pool.wait_ready, timeout)
-
-    def share_pool(self, source: SandboxEnvironment) -> None:
-        """Claim pooled containers from ``source``'s pool instead of filling one
-        of this environment's own (``runner serve`` compiles an agent once per
-        session; that agent's sessions share one pool).  ``source`` must make
-        the same containers (same file, same ``durable_owner``)."""
-        assert isinstance(source, LocalDockerSandbox), source
-        self._pool_source = source
-
-    def close_pool(self) -> None:
-        """Remove the pool's idle containers (also done at interpreter exit)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def _make_pooled(self) -> DockerSandbox:
-        """Runs in the pool's thread: the same creation code, in a private event loop.
-
-        A pooled container lives ``ttl_seconds`` after it is claimed at most,
-        plus the time it may wait in the pool.
-        """
-        lifetime = (self.ttl_seconds or 86400) + POOL_MAX_IDLE_SECONDS
-        return anyio.run(
-            partial(
-                self._create_new,
-                session_id=f"pool-{uuid.uuid4().hex[:12]}",
-                expires_at=time.time() + lifetime,
-                client=self.client.fork(),
-            )
-        )
-
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         await self._sweep()
         if self.pool_size:
@@ -466,10 +448,11 @@ class LocalDockerSandbox(SandboxEnvironment):
         """The key of the snapshot these cached hooks, with these input values, would make."""
         from ...core.snapshot_keys import snapshot_key
 
-        await self.client.call(ensure_image, self.image)
         return snapshot_key(
             {
-                "image_id": await self.client.call(image_id, self.image),
+                # One inspect, not ensure_image's and image_id's: it is on
+                # every session's path, a seeded pooled start's included.
+                "image_id": await self.client.call(_present_image_id, self.image),
                 "setup_script": self.setup_script,
                 "user": self.user,
                 "env": self.env,
@@ -487,12 +470,29 @@ class LocalDockerSandbox(SandboxEnvironment):
     ) -> DockerSandbox | None:
         """A sandbox started from the snapshot with ``key`` (setup script and
         cached hooks already in it), or None if there is none."""
+        owner = self._pool_source or self
+        if self.seeded_pool_size:
+            pooled = owner._claim_seeded(key)
+            if pooled is not None:
+                pooled.adopt(session_id=session_id, client=self.client)
+                return pooled
         snapshot = await self.client.call(find_snapshot, key)
         if snapshot is None:
             return None
         await self._sweep()
+        if self.seeded_pool_size:  # warm for the next session of this key
+            await owner._keep_warm(key, snapshot)
+        return await self._create_seeded(
+            snapshot, session_id=session_id, expires_at=expires_at, client=self.client
+        )
+
+    async def _create_seeded(
+        self, snapshot: str, *, session_id: str, expires_at: float | None, client: DockerClient
+    ) -> DockerSandbox:
+        """A new container of the snapshot image ``snapshot``, its saved tmpfs
+        directories restored."""
         sandbox = await self._create_new(
-            session_id=session_id, expires_at=expires_at, snapshot=snapshot
+            session_id=session_id, expires_at=expires_at, client=client, snapshot=snapshot
         )
         if self.saved_tmpfs_dirs():
             try:
@@ -510,12 +510,15 @@ class LocalDockerSandbox(SandboxEnvironment):
         assert isinstance(sandbox, DockerSandbox)
         source = await self.client.call(image_id, self.image)
         with anyio.CancelScope(shield=True):  # an interrupted commit would leave a stray image
-            return await self.client.call(
+            snapshot = await self.client.call(
                 partial(commit_snapshot, tmpfs_dirs=self.saved_tmpfs_dirs()),
                 sandbox.container_id,
                 key,
                 source,
             )
+            if self.seeded_pool_size:  # the next session of this key starts warm
+                await (self._pool_source or self)._keep_warm(key, snapshot)
+            return snapshot
 
     async def _sweep(self) -> None:
         if not self._swept:
@@ -725,6 +728,17 @@ def size_in_bytes(size: str | int) -> int | None:
     return int(found.group(1)) << (10 * " kmgt".index(found.group(2).lower() or " "))
 
 
+def _present_image_id(client: Any, image: str) -> str:
+    """The image's id, pulled first where it is missing (``ensure_image``)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return str(client.images.get(image).id)
+    except ImageNotFound:
+        ensure_image(client, image)
+        return image_id(client, image)
+
+
 def _find_container(client: Any, container_id: str) -> Any:
     from docker.errors import NotFound
 
@@ -797,13 +811,6 @@ async def remove_durable_containers(
 
 #: (owner, engine URL) -> the engine client every durable environment of it shares.
 _DURABLE_CLIENTS: dict[tuple[str, str | None], DockerClient] = {}
-
-
-def _discard_pooled(sandbox: DockerSandbox) -> None:
-    """Runs in the pool's thread (or at exit): remove an unclaimed container."""
-    if sandbox.channel is not None:
-        sandbox.channel.close()
-    remove_container(sandbox.client._connect(), sandbox.container_id)
 
 
 __all__ = [

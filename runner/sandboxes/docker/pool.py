@@ -3,8 +3,10 @@
 A daemon thread keeps ``size`` ready items, made by a blocking ``make()``;
 ``claim()`` hands one out at once (or None when the pool is empty) and wakes
 the thread to make a replacement.  Each item goes to exactly one claimer.
-Items idle longer than ``max_idle_seconds`` are discarded and replaced, and
-``close()`` (also run at interpreter exit) discards whatever is still idle.
+Items idle longer than ``max_idle_seconds`` are discarded and replaced (or,
+with ``replace_idle=False``, discarded and the pool closes: a seeded pool
+nobody claims from stops costing containers), and ``close()`` (also run at
+interpreter exit) discards whatever is still idle.
 The thread knows nothing of event loops, so one pool serves any of them.
 """
 
@@ -32,6 +34,7 @@ class WarmPool(Generic[T]):
         discard: Callable[[T], None],
         *,
         max_idle_seconds: float = 600.0,
+        replace_idle: bool = True,
         name: str = "warm-pool",
     ) -> None:
         if size < 1:
@@ -40,6 +43,7 @@ class WarmPool(Generic[T]):
         self._make = make
         self._discard = discard
         self.max_idle_seconds = max_idle_seconds
+        self.replace_idle = replace_idle
         self._ready: deque[tuple[float, T]] = deque()
         self._condition = threading.Condition()
         self._closed = False
@@ -47,6 +51,10 @@ class WarmPool(Generic[T]):
         self._thread = threading.Thread(target=self._fill, name=name, daemon=True)
         self._thread.start()
         atexit.register(self.close)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def __len__(self) -> int:
         with self._condition:
@@ -78,6 +86,7 @@ class WarmPool(Generic[T]):
             idle = [item for _, item in self._ready]
             self._ready.clear()
             self._condition.notify_all()
+        atexit.unregister(self.close)  # a closed pool is not kept alive until exit
         for item in idle:
             self._discard_quietly(item)
         if threading.current_thread() is not self._thread:
@@ -105,8 +114,17 @@ class WarmPool(Generic[T]):
                 expired = []
                 while self._ready and time.monotonic() - self._ready[0][0] > self.max_idle_seconds:
                     expired.append(self._ready.popleft()[1])
+                retire = bool(expired) and not self.replace_idle
+                if retire:  # nobody claimed for max_idle_seconds: stop here
+                    self._closed = True
+                    expired += [item for _, item in self._ready]
+                    self._ready.clear()
+                    self._condition.notify_all()
             for item in expired:
                 self._discard_quietly(item)
+            if retire:
+                atexit.unregister(self.close)
+                return
             try:
                 item = self._make()
             except Exception as exc:
