@@ -216,6 +216,7 @@ class _Compiler:
         tainted: Collection[str] = (),
         options: bool = True,
         consumers: Collection[str] | None = None,
+        exported: Collection[str] = (),
     ) -> Template | None:
         """The compiled template of one step field.  Each ``{{ }}`` that reads a
         ``no_leading_option`` or a secret input is guarded (``guard_outputs``):
@@ -232,6 +233,7 @@ class _Compiler:
             tainted_env=tainted,
             shell_name=self.run_shell,
             consumers=consumers,
+            exported_env=exported,
         )
         for problem in problems:
             self.problem_in_text(path, problem.offset, problem.message)
@@ -308,6 +310,7 @@ class _Compiler:
                 shell=True,
                 tainted=tainted,
                 consumers=self.consumers(path, spec),
+                exported=frozenset(env),  # static names too: a value assigned later is exported
             )
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})

@@ -254,13 +254,14 @@ def _shell_problems(
     tainted: frozenset[str],
     shell_name: str | None = None,
     consumers: frozenset[str] | None = None,
+    exported: frozenset[str] = frozenset(),
 ) -> list[TemplateProblem]:
     """The early check of ``runner validate``: every if/for combination, parsed."""
     from functools import partial
 
     from .shell.checker import check_script as check
 
-    check_script = partial(check, shell=shell_name, consumers=consumers)
+    check_script = partial(check, shell=shell_name, consumers=consumers, exported=exported)
     if tree is None:
         findings = check_script(source, [], tainted)
         return [

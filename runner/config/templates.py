@@ -72,7 +72,16 @@ class Template:
     the default mode) the only programs that may receive a value.
     """
 
-    __slots__ = ("_compiled", "consumers", "names", "shell", "source", "tainted", "tree")
+    __slots__ = (
+        "_compiled",
+        "consumers",
+        "exported",
+        "names",
+        "shell",
+        "source",
+        "tainted",
+        "tree",
+    )
 
     def __init__(
         self,
@@ -82,6 +91,7 @@ class Template:
         tree: Any = None,
         tainted: frozenset[str] = frozenset(),
         consumers: frozenset[str] | None = None,
+        exported: frozenset[str] = frozenset(),
     ) -> None:
         self.source = source
         self.shell = shell
@@ -89,6 +99,8 @@ class Template:
         self.tree = tree
         self.tainted = tainted
         self.consumers = consumers
+        #: the step's env: names: exported before the script runs
+        self.exported = exported
         self._compiled: Any = None
 
     @property
@@ -102,7 +114,7 @@ class Template:
         reads it."""
         if self.tree is None:
             if self.shell and self.tainted:
-                _refuse_unsafe(self.source, [], self.tainted, shell, self.consumers)
+                _refuse_unsafe(self.source, [], self.tainted, shell, self.consumers, self.exported)
             return self.source
         if self._compiled is None:
             environment = _SHELL if self.shell else _TEXT
@@ -123,7 +135,7 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        _refuse_unsafe(text, sentinels, self.tainted, shell, self.consumers)
+        _refuse_unsafe(text, sentinels, self.tainted, shell, self.consumers, self.exported)
         return values.substitute(text)
 
 
@@ -133,10 +145,13 @@ def _refuse_unsafe(
     tainted: Collection[str],
     shell: str | None = None,
     consumers: Collection[str] | None = None,
+    exported: Collection[str] = (),
 ) -> None:
     from .shell.checker import check_script
 
-    findings = check_script(text, sentinels, tainted, shell=shell, consumers=consumers)
+    findings = check_script(
+        text, sentinels, tainted, shell=shell, consumers=consumers, exported=exported
+    )
     if findings:
         where = "; ".join(
             f"line {f.line}, column {f.column}"
@@ -155,6 +170,7 @@ def compile_template(
     tainted_env: Collection[str] = (),
     shell_name: str | None = None,
     consumers: Collection[str] | None = None,
+    exported_env: Collection[str] = (),
 ) -> tuple[Template | None, list[TemplateProblem]]:
     """Compile ``source`` and check the names it uses.
 
@@ -162,17 +178,27 @@ def compile_template(
     (None: any field).  ``tainted_env`` (run commands): environment variables
     of the step whose values are templated; ``shell_name`` the configured
     shell (None: bash, or sh where the image has no bash); ``consumers`` the
-    programs of strict mode (None: the default mode).  Returns the template
+    programs of strict mode (None: the default mode); ``exported_env`` every
+    name of the step's ``env:`` (exported before the script runs, templated
+    or not).  Returns the template
     (None when there are problems) and the problems found.
     """
     tainted = frozenset(tainted_env) if shell else frozenset()
     strict = frozenset(consumers) if consumers is not None and shell else None
+    exported = frozenset(exported_env) if shell else frozenset()
     if not any(marker in source for marker in ("{{", "{%", "{#")):
         # Plain text: nothing to compile (most step fields are like this).
-        problems = _shell_problems(source, None, tainted, shell_name, strict) if tainted else []
+        problems = (
+            _shell_problems(source, None, tainted, shell_name, strict, exported) if tainted else []
+        )
         if problems:
             return None, problems
-        return Template(source, shell, frozenset(), tainted=tainted, consumers=strict), []
+        return (
+            Template(
+                source, shell, frozenset(), tainted=tainted, consumers=strict, exported=exported
+            ),
+            [],
+        )
     environment = _SHELL if shell else _TEXT
     try:
         tree = environment.parse(source)
@@ -219,7 +245,7 @@ def compile_template(
                     )
                 )
     if shell:
-        problems.extend(_shell_problems(source, tree, tainted, shell_name, strict))
+        problems.extend(_shell_problems(source, tree, tainted, shell_name, strict, exported))
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
-    return Template(source, shell, names, tree, tainted, strict), []
+    return Template(source, shell, names, tree, tainted, strict, exported), []

@@ -103,7 +103,14 @@ def secret_forms(text: str) -> set[str]:
     # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
     # backslash too, which leaves this form a substring of the printed word.
     backslashed = "".join("\\" + c if c in _BASH_BACKSLASHED else c for c in text)
-    return {
+    # GNU base64 and basenc wrap at 76 columns, openssl base64 at 64 (the
+    # eleventh review: a long secret's wrapped base64 was not masked): each
+    # line is a form of its own, as output is shown line by line or with
+    # its newlines escaped
+    lines = {w: [b64[i : i + w] for i in range(0, len(b64), w)] for w in (76, 64) if len(b64) > w}
+    wrapped = {"\n".join(chunks) for chunks in lines.values()}
+    wrapped |= {chunk for chunks in lines.values() for chunk in chunks}
+    return wrapped | {
         text,
         text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
         text.replace("'", "'\\''"),  # bash's single quoting (set -x, ${x@Q})

@@ -396,6 +396,12 @@ STRICT_FLOWS = [
     ('{ n="$(cat)"; } <<< {{ x.name }}; echo "$(( n + 1 ))"', ["grep"]),
     ('printf \'%s\' {{ x.name }} | { n="$(cat)"; echo "$(( n + 1 ))"; }', ["grep"]),
     ("TERM={{ x.cmd }}; find . -maxdepth 0 -exec sh -c 'eval \"$TERM\"' \\;", ["grep"]),
+    # the eleventh review: a backtick in an unquoted heredoc runs, unseen by
+    # tree-sitter; {a[m]}> evaluates m as a subscript; $(</dev/stdin) in a
+    # block fed a value holds it
+    ("V={{ x.cmd }}; export V\ncat <<EOF >/dev/null\n`printenv V | sh`\nEOF", ["grep"]),
+    ('read -r m <<< {{ x.name }}; echo "$m" {a[m]}>/dev/null', ["grep"]),
+    ('{ m="$(</dev/stdin)"; } <<< {{ x.name }}; echo "$(( m + 1 ))"', ["grep"]),
 ]
 
 

@@ -470,3 +470,48 @@ def test_what_prints_variables_carries_their_values() -> None:
     """``$(printenv V)`` and ``$(declare -p)`` read a value back untainted."""
     for script in ('v="$(printenv V)"; echo $(( v ))', 'v="$(declare -p V)"; echo $(( v ))'):
         assert "arithmetic" in {f.rule for f in check_script(script, [], ["V"])}, script
+
+
+# --- the eleventh review -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'x={0}; v="$(declare)"; echo "$(( v ))"',  # a bare declaration prints variables
+        'x={0}; v="$(export)"; echo "$(( v ))"',
+        'echo {0}; v="$BASH_EXECUTION_STRING"; echo "$(( v ))"',  # the script's own text
+        'echo {0}; v="$BASH_COMMAND"; echo "$(( v ))"',
+        'echo {0}; v="$(tr -d x < /proc/$$/cmdline)"; echo "$(( v ))"',
+        'echo {0}; v="$(< /proc/self/cmdline)"; echo "$(( v ))"',
+        'echo {0}; v="$(ps -o args= -p $$)"; echo "$(( v ))"',
+    ],
+)
+def test_text_that_holds_the_script_or_its_variables_is_tainted(script) -> None:
+    assert "arithmetic" in {f[1] for f in findings(script)}, script
+
+
+def test_a_static_env_name_assigned_a_value_is_exported() -> None:
+    """``env: {app: demo}`` exports ``app``: ``app={{ x }}; make`` hands make
+    the value, a lower-case name included."""
+    script = "app='RVx0'; make -s"
+    assert check_script(script, ["'RVx0'"]) == []  # not known to be exported: allowed
+    found = check_script(script, ["'RVx0'"], exported=["app"])
+    assert [f.rule for f in found] == ["executor"]
+
+
+@pytest.mark.parametrize("shell", ["/usr/bin/script", "tmux", "su", "zsh", "busybox"])
+def test_only_known_interpreters_get_env_values_unchecked(shell) -> None:
+    assert [f.rule for f in check_script('echo "$V"', [], ["V"], shell=shell)] == ["shell-dialect"]
+
+
+@pytest.mark.parametrize("shell", ["python3", "/usr/bin/node", "perl5.36", "ruby3.1"])
+def test_interpreters_read_env_values_as_their_code_says(shell) -> None:
+    assert check_script("print(1)", [], ["V"], shell=shell) == []
+
+
+@pytest.mark.parametrize("name", ["cpan5.36-x86_64-linux-gnu", "scriptlive"])
+def test_the_eleventh_reviews_programs_are_executors(name) -> None:
+    from runner.config.shell.rules import is_executor
+
+    assert is_executor(name)

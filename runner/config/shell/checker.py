@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from .rules import RULES, UNMODELLED_SHELLS, dialect_of, is_shell_control_name, shell_base
+from .rules import RULES, dialect_of, is_shell_control_name, reads_env_as_data
 from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
@@ -124,6 +124,7 @@ def check_script(
     *,
     shell: str | None = None,
     consumers: Collection[str] | None = None,
+    exported: Collection[str] = (),
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -131,16 +132,19 @@ def check_script(
     ``tainted`` names environment variables that hold a value (a step's
     templated ``env``).  ``shell`` is the step's shell (None: bash);
     ``consumers`` (None: the default mode) names the only programs that may
-    receive a value besides ``STRICT_RECEIVERS``.
+    receive a value besides ``STRICT_RECEIVERS``; ``exported`` names the
+    variables exported before the script runs (the step's ``env:``), so a
+    value the script assigns to one is exported too.
     """
     if not sentinels and not tainted:
         return []
     dialect = dialect_of(shell)
     if dialect is None:
-        if not sentinels and shell_base(shell) not in UNMODELLED_SHELLS:
+        if not sentinels and reads_env_as_data(shell):
             return []  # env values: the program reads its environment as data
         return [Finding(None, "shell-dialect", 1, 1, f"shell {shell!r}")]
     check = _Check(
         script.encode("utf-8"), [s.encode("utf-8") for s in sentinels], tainted, dialect, consumers
     )
+    check.env_names = frozenset(exported)
     return _unique(check.run())

@@ -15,6 +15,7 @@ beside a value, no executor with a value in its environment.  A class over
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from .rules import (
@@ -180,6 +181,31 @@ class ReceiverCheck(CheckState):
                 resolved = self.resolve_quietly(command)
                 if resolved is not None and resolved.name in ("pwd", "dirs"):
                     readers.append(command)
+        for node in self.tree.nodes:  # $(< /dev/stdin), $(< /proc/$$/cmdline): review 11
+            if node.type == "command_substitution":
+                for redirect in node.named_children:
+                    if redirect.type == "file_redirect" and self.reads_process_text(redirect):
+                        readers.append(redirect)
+        for command in self.commands:  # the script's own text, values and all
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None:
+                continue
+            if resolved.name in _PROCESS_LISTERS or any(
+                _PROCESS_TEXT.search(self.text(w)) for w in resolved.arguments
+            ):
+                readers.append(command)
+                continue
+            node = command
+            while self.tree.parent(node) is not None:
+                parent = self.tree.parent(node)
+                if parent.type == "pipeline" and parent.named_children[0].id != node.id:
+                    break
+                node = parent
+                if node.type == "redirected_statement" and any(
+                    r.type == "file_redirect" and self.reads_process_text(r) for r in node.children
+                ):
+                    readers.append(command)
+                    break
         if not self.tainted_paths:
             return readers
         for node in self.tree.nodes:  # $(< f): bash itself prints the file
@@ -210,6 +236,18 @@ class ReceiverCheck(CheckState):
             if reads and resolved.name is not None:
                 readers.append(command)
         return readers
+
+    def reads_process_text(self, redirect: Any) -> bool:
+        """Is ``redirect`` a ``<`` from a stream or file that may hold a value
+        without the checker knowing: ``/dev/stdin``, ``/dev/fd/N``, anything
+        in ``/proc`` (``/proc/$$/cmdline`` holds the script, values and all),
+        or a path not fixed before the script runs?"""
+        operator = next((self.text(c) for c in redirect.children if not c.is_named), "")
+        destination = redirect.child_by_field_name("destination")
+        if operator not in READING_REDIRECTS or destination is None:
+            return False
+        text = self.tree.static(destination)
+        return text is None or _PROCESS_TEXT.search(text) is not None
 
     def reads_tainted_path(self, redirect: Any) -> bool:
         """Is ``redirect`` a ``<`` (or ``<>``) from a file a value was written to?"""
@@ -299,7 +337,9 @@ class ReceiverCheck(CheckState):
         # review: TMPDIR, TERM, a step's env: name) is exported once assigned.
         exported = set(self.env_tainted) | (self.tainted.keys() & {"PWD", "OLDPWD"})
         exported |= {
-            name for name in self.tainted if name not in ALWAYS_TAINTED and may_be_exported(name)
+            name
+            for name in self.tainted
+            if name not in ALWAYS_TAINTED and (may_be_exported(name) or name in self.env_names)
         }
         for node in self.tree.nodes:
             if node.type == "declaration_command" and self.text(node).startswith("export"):
@@ -316,6 +356,9 @@ class ReceiverCheck(CheckState):
                 resolved = self.resolve_quietly(command)
                 if resolved is not None and self.prints_variables(resolved, bool(exported)):
                     self.stdin_readers.setdefault(command.id, command)
+            for node in self.tree.nodes:  # a bare declare, export, readonly, local (review 11)
+                if node.type == "declaration_command" and self.declaration_prints(node):
+                    self.stdin_readers.setdefault(node.id, node)
         if not exported:
             return
         shown = ", ".join(f"${name}" for name in sorted(exported))
@@ -367,6 +410,20 @@ class ReceiverCheck(CheckState):
         if resolved.name in self._VARIABLE_PRINTERS:
             return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
         return False
+
+    def declaration_prints(self, node: Any) -> bool:
+        """Does ``declare``/``export``/... (a declaration, to tree-sitter) print
+        variables: no words after it, or a ``-p``?"""
+        words = [self.tree.static(c) for c in node.children[1:]]
+        return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
+
+
+#: Paths whose content may be a value the checker did not see written:
+#: the process's own stdin and descriptors, and /proc (a command line, an
+#: environment).
+_PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
+#: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
+_PROCESS_LISTERS = frozenset({"ps", "pgrep", "pstree", "top", "htop"})
 
 
 def may_be_exported(name: str) -> bool:

@@ -328,6 +328,7 @@ _INTERPRETER = re.compile(
 #: What GTFOBins does not list that runs a command from its arguments.
 EXECUTOR_SUPPLEMENT = frozenset(
     {
+        "scriptlive",  # util-linux: runs its -c command through $SHELL (eleventh review)
         "prlimit",
         "setpriv",
         "runuser",
@@ -517,8 +518,14 @@ def is_executor(name: str) -> bool:
     names = {name, stem.group(1)} if stem else {name}
     for prefix in _WRAPPER_PREFIXES:  # c99-gcc is gcc run in C99 mode
         names |= {n[len(prefix) :] for n in names if n.startswith(prefix)}
+    # a target triplet after the name too (cpan5.36-x86_64-linux-gnu, the
+    # eleventh review), then a version after the name or its first dot
+    names |= {re.sub(r"-[A-Za-z0-9_]+-linux-[A-Za-z0-9_]+$", "", n) for n in names}
     variants = {
-        v for n in names for v in (n, n.split(".", 1)[0], re.sub(r"-?[0-9][0-9.]*$", "", n))
+        v
+        for n in names
+        for m in (n, n.split(".", 1)[0])
+        for v in (m, re.sub(r"-?[0-9][0-9.]*$", "", m))
     }
     variants |= {v[1:] for v in variants if v in _GNU_PREFIXED}
     return any(
@@ -663,7 +670,20 @@ BASH_INTEGERS = frozenset(
     }
 )
 #: Variables that always may hold a value: bash sets them from input.
-ALWAYS_TAINTED = frozenset({"REPLY", "MAPFILE", "OPTARG", "BASH_REMATCH", "COPROC", "_"})
+#: BASH_COMMAND and BASH_EXECUTION_STRING hold the script's own text, values
+#: and all (the eleventh review).
+ALWAYS_TAINTED = frozenset(
+    {
+        "REPLY",
+        "MAPFILE",
+        "OPTARG",
+        "BASH_REMATCH",
+        "COPROC",
+        "_",
+        "BASH_COMMAND",
+        "BASH_EXECUTION_STRING",
+    }
+)
 
 #: Environment variables programs read as code, commands or options: no value
 #: may go into one (``GIT_SSH_COMMAND``, ``EDITOR``, ``PERL5OPT``...).
@@ -754,12 +774,20 @@ STREAM_FILTERS = frozenset(
 
 DIALECTS = {"bash": "bash", "rbash": "bash", "sh": "posix", "dash": "posix", "ash": "posix"}
 
-#: Shells the checker does not model: a value may not reach one even through
-#: ``env:`` (an interpreter such as ``python3`` reads its environment as the
-#: step's own code decides; a shell expands and evaluates it by its rules).
-UNMODELLED_SHELLS = frozenset(
-    {"ksh", "ksh93", "mksh", "lksh", "oksh", "pdksh", "zsh", "yash", "posh", "fish", "csh", "tcsh"}
+#: The ``shell:`` programs besides bash and sh that may get a value through
+#: ``env:``: interpreters that read their environment only as the step's own
+#: code says.  Any other (``zsh``, ``tmux``, ``script``, ``su``: they run
+#: ``$SHELL -c`` or expand by rules the checker does not model) gets no value
+#: at all: an allow-list, since the eleventh review found three that a list
+#: of shells to refuse had missed.
+_DATA_INTERPRETER = re.compile(
+    r"(python|pypy|node|nodejs|deno|bun|perl|ruby|php|lua|luajit|Rscript|julia)[0-9.]*"
 )
+
+
+def reads_env_as_data(shell: str | None) -> bool:
+    """May a step of ``shell`` (not bash or sh) get values through ``env:``?"""
+    return _DATA_INTERPRETER.fullmatch(shell_base(shell)) is not None
 
 
 def shell_base(shell: str | None) -> str:

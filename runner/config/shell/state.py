@@ -80,6 +80,8 @@ class CheckState:
         self.sentinels = sentinels
         self.by_text = {s: i for i, s in enumerate(sentinels)}
         self.env_tainted = frozenset(tainted)
+        #: names exported before the script runs (the step's env:)
+        self.env_names: frozenset[str] = frozenset()
         self.dialect = dialect
         self.consumers = frozenset(consumers) if consumers is not None else None
         self.findings: list[Finding] = []

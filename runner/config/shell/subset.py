@@ -75,6 +75,13 @@ _BASH_ONLY = {
 }
 
 
+#: What bash runs or evaluates where tree-sitter keeps plain text (the
+#: eleventh review): a backtick in an unquoted heredoc body, and a
+#: ``{name}`` or ``{name[subscript]}`` word right before a redirect (bash
+#: assigns a descriptor to the variable, evaluating the subscript).
+_HIDDEN = re.compile(rb"`|\{[A-Za-z_][A-Za-z0-9_]*(\[[^\]\n]*\])?\}[<>]")
+
+
 class SubsetCheck(FlowCheck):
     """The whole script lies in the subset the checker models."""
 
@@ -119,6 +126,13 @@ class SubsetCheck(FlowCheck):
             text = self.text(node)
             markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
             if any(marker in text for marker in markers):
+                return node
+        for match in _HIDDEN.finditer(self.source):  # bash reads these, tree-sitter does not
+            node = tree.root.descendant_for_byte_range(match.start(), match.end() - 1)
+            before = self.source[: match.start()]
+            escaped = (len(before) - len(before.rstrip(b"\\"))) % 2 == 1
+            parsed = node.type == "`"  # a `...` tree-sitter read: judged (and refused) as such
+            if not escaped and not parsed and not self.literal_here(node):
                 return node
         for match in re.finditer(rb"\$\[", self.source):
             node = tree.root.descendant_for_byte_range(match.start(), match.end())
