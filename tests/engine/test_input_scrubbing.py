@@ -274,6 +274,7 @@ def test_the_forms_of_a_secret_with_non_ascii_and_backslashed_characters_are_exa
         'é?>/\\"$`',  # JSON with ensure_ascii=False
         'é?>/"$`\\',  # repr with both quotes around (the \\ of an escaped ' after it)
         "%C3%A9%3F%3E%2F%22%24%60",  # URL-encoded, "/" included
+        "%c3%a9%3f%3e%2f%22%24%60",  # and with lower-case hex
         "w6k/Pi8iJGA=",
         "w6k/Pi8iJGA",
         "w6k_Pi8iJGA",
@@ -542,6 +543,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "\\u00e9\\u0001z",
         "é\\x01z",
         "%C3%A9%01z",
+        "%c3%a9%01z",
         "w6kBeg==",
         "w6kBeg",
     }
@@ -550,6 +552,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "ab\\355\\240\\200cd",
         "ab\\ud800cd",
         "ab%ED%A0%80cd",
+        "ab%ed%a0%80cd",
         "YWLtoIBjZA==",
         "YWLtoIBjZA",
     }
