@@ -70,7 +70,7 @@ def test_a_file_that_changed_size_meanwhile_comes_out_as_it_arrived() -> None:
     """The buffer is sized from the first piece's header: a file cut short
     while being read comes out at the length that arrived, one that grew at
     its full length, an empty one empty."""
-    from runner.sandboxes.docker.container import FileBuffer
+    from runner.sandboxes.docker.files import FileBuffer
 
     shrunk = FileBuffer()
     shrunk.expect(100)

@@ -8,14 +8,11 @@ the channel in ``channel``; the per-command path in ``exec``.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import posixpath
 import re
-import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -24,38 +21,26 @@ import anyio
 from ...core.errors import SandboxUnavailableError
 from ...core.events import decode_output, emit
 from ..base import (
-    MAX_FILE_BYTES,
-    READ_LIMIT,
     TIMEOUT_EXIT_CODE,
-    FileTooLargeError,
     Sandbox,
     SandboxExecutionResult,
-    SparseWriter,
     check_env,
     check_timeout,
-    write_sparse,
 )
 from .channel import ANSWER_GRACE_SECONDS, ChannelError, ExecChannel
 from .engine import DockerClient, remove_container, short_error
 from .exec import (
-    CREATE_SCRIPT,
-    FILE_DEADLINE_SECONDS,
     FILE_PIECE_SECONDS,
     PROBE_SECONDS,
-    READ_SCRIPT,
-    WRITE_SCRIPT,
-    drain,
     drop_argv,
     exec_capped,
-    exec_file,
-    file_error,
     probe,
     probe_drop,
 )
+from .files import FILE_CHUNK_BYTES, NO_CHANNEL, FileMoves, _NoChannel
+from .processes import SANDBOX_GID, SANDBOX_UID, SandboxProcesses
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import docker
     from docker.models.containers import Container
 
@@ -63,10 +48,8 @@ T = TypeVar("T")
 logger = logging.getLogger("runner")
 
 WORKSPACE = "/workspace"
-SANDBOX_UID = SANDBOX_GID = 1000
 SANDBOX_HOME = "/home/sandbox"
 #: Files travel over the exec channel in pieces of this size.
-FILE_CHUNK_BYTES = 16 << 20
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
 #: Exit status of a command killed by the kernel's out-of-memory killer (SIGKILL).
@@ -88,89 +71,7 @@ HOST_GRACE_SECONDS = 5.0
 
 #: Lists (``list``) or kills (``kill``) a user's processes but those kept, as
 #: root; see ``DockerSandbox.end_processes``.
-PROCESSES_SCRIPT = r"""
-# $1: list | kill; $2: the uid; then the processes to keep, as PID:START
-# (START: the 22nd field of /proc/PID/stat, its start time in clock ticks
-# since boot: a reused pid never matches), with every process they fork
-# later (a hook's service that starts a worker after the mark).  Builtins
-# only (read, kill, a glob): with the pids limit reached, nothing else
-# could start.
-what=$1 uid=$2
-shift 2
-keep=" $* "
-set -f
-# procs: the uid's live processes, neither kept nor descended from a kept
-# one, as PID:START, in L
-procs() {
-    L= K=' '
-    set +f
-    for d in /proc/[0-9]*; do
-        set -f
-        u= s=
-        while read -r k a b rest; do
-            case $k in
-            State:) s=$a ;;
-            Uid:) u="$a $b" && break ;;
-            esac
-        done 2>/dev/null <"$d/status"
-        case $s in Z | X | '') continue ;; esac
-        case " $u " in *" $uid "*) ;; *) continue ;; esac
-        read -r line 2>/dev/null <"$d/stat" || continue
-        set -- ${line##*) }
-        [ $# -ge 20 ] || continue
-        pp=$2
-        shift 19
-        p=${d#/proc/}
-        case $keep in *" $p:$1 "*) K="$K$p " && continue ;; esac
-        L="$L $p:$1:$pp"
-    done
-    set -f
-    # the descendants of kept processes, parent by parent (K: kept pids)
-    more=1
-    while [ "$more" = 1 ]; do
-        more=0 rest=
-        for e in $L; do
-            case $K in
-            *" ${e##*:} "*) K="$K${e%%:*} " more=1 ;;
-            *) rest="$rest $e" ;;
-            esac
-        done
-        L=$rest
-    done
-    rest=
-    for e in $L; do rest="$rest ${e%:*}"; done
-    L=$rest
-}
-procs
-if [ "$what" = list ]; then
-    echo "procs:$L"
-    exit 0
-fi
-# kill: round after round, until a round finds none it has not killed
-# (what one forked while the last round ran is found by the next; a killed
-# process never runs its own code again, even before it is gone)
-killed=0 round=0 hit=' '
-while :; do
-    new=0
-    for e in $L; do
-        case $hit in *" $e "*) continue ;; esac
-        kill -9 "${e%%:*}" 2>/dev/null && killed=$((killed + 1))
-        hit="$hit$e " new=1
-    done
-    [ "$new" = 1 ] || break
-    round=$((round + 1))
-    [ "$round" -le 1000 ] || exit 1
-    procs
-done
-echo "killed:$killed"
-"""
-#: How long listing or killing the sandbox user's processes may take.
-PROCESSES_SECONDS = 30.0
-#: A process as ``PROCESSES_SCRIPT`` names it: PID:START.
-_PROCESS = re.compile(r"[0-9]+:[0-9]+")
-
-
-class DockerSandbox(Sandbox):
+class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
     """One session's live container."""
 
     def __init__(
@@ -546,275 +447,6 @@ class DockerSandbox(Sandbox):
         limit = f" (memory limit {self.memory})" if self.memory else ""
         return f"runner: the command was killed (SIGKILL), most likely out of memory{limit}\n"
 
-    # --- files: as the sandbox user, over the channel or through `cat` ---------
-
-    def _channel_read(
-        self,
-        channel: ExecChannel,
-        path: str,
-        sink: Callable[[bytes], object],
-        limit: int | None = None,
-        of: str = MAX_FILE_BYTES,
-        expect: Callable[[int], object] | None = None,
-    ) -> None:
-        """A file's bytes over the channel into ``sink`` as they arrive, piece
-        by piece (blocking), at most ``limit`` of them (default:
-        ``max_file_bytes``); ``FileTooLargeError`` past it.  ``expect`` is
-        told the file's size (when within ``limit``) from the first piece's
-        header, before any of its bytes reach the sink.
-
-        The limit holds inside the read: each request asks for at most a
-        piece, and no more than ``limit + 1`` bytes in all (a small limit is
-        one request of ``limit + 1``: the pieces stay a fixed size, whose
-        multiples the shell helper's offsets must be); the file is refused
-        from its size when opened, known from the first piece, or once more
-        than ``limit`` bytes arrived, and the sink never gets more than
-        ``limit``."""
-        limit = self.max_file_bytes if limit is None else limit
-        piece = min(FILE_CHUNK_BYTES, limit + 1)
-        offset = 0
-
-        def counted(data: bytes) -> None:
-            nonlocal offset
-            kept = data[: max(0, limit - offset)]
-            offset += len(data)
-            if kept:
-                sink(kept)
-
-        def sized(header: dict[str, Any]) -> None:
-            if expect is not None and header["size"] <= limit:
-                expect(header["size"])
-
-        while True:
-            asked_at = offset
-            header, _ = channel.request(
-                {
-                    "op": "read",
-                    "path": self._path(path),
-                    "offset": asked_at,
-                    "max_bytes": piece,
-                    "user": self._ids(),
-                    "deadline": self.file_piece_seconds,
-                },
-                timeout=FILE_DEADLINE_SECONDS,
-                kill_after=self.file_piece_seconds,
-                sink=counted,
-                on_header=sized if asked_at == 0 else None,
-            )
-            if "error" in header:
-                raise file_error(header, path)
-            if header["size"] > limit:
-                raise FileTooLargeError(path, header["size"], limit, of)
-            if offset > limit:  # it grew while being read
-                raise FileTooLargeError(path, None, limit, of)
-            if offset - asked_at < piece:
-                return
-
-    def _exec_pieces(
-        self,
-        client: docker.DockerClient,
-        runas: tuple[list[str], str],
-        path: str,
-        limit: int | None = None,
-        of: str = "",
-    ) -> Iterator[bytes]:
-        """The same through ``head -c LIMIT+1`` as the sandbox user (blocking):
-        no size is known in advance, so the read stops one byte past the
-        limit, and no more than that leaves the sandbox."""
-        limit = self.max_file_bytes if limit is None else limit
-        read = 0
-        for piece in exec_file(
-            client,
-            self.container_id,
-            READ_SCRIPT,
-            self._path(path),
-            runas[1],
-            args=(str(limit + 1),),
-            idle_seconds=self.file_piece_seconds,
-            prefix=runas[0],
-        ):
-            read += len(piece)
-            if read > limit:
-                raise FileTooLargeError(path, None, limit, of or MAX_FILE_BYTES)
-            yield piece
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._read_bounded(path, self.max_file_bytes, MAX_FILE_BYTES)
-
-    async def read_file_limited(self, path: str, limit: int) -> bytes:
-        if limit >= self.max_file_bytes:
-            return await self.read_file(path)
-        return await self._read_bounded(path, limit, READ_LIMIT)
-
-    async def _read_bounded(self, path: str, limit: int, of: str) -> bytes:
-        """At most ``limit`` bytes of the file, so that at its peak only the
-        returned bytes are in memory, not the pieces and their join besides.
-        Over the channel the size is known from the first piece's header, so
-        the pieces go straight into one buffer of that size (``FileBuffer``);
-        on the per-command path it is not, and they go through a host
-        temporary file, which never holds more than ``limit`` bytes.
-
-        The bytes come back in ``box``, not as the worker thread's result:
-        an idle anyio worker keeps its last result alive (until its next
-        job, or 10 s), which would keep a copy of a large file after the
-        caller dropped it."""
-        box: list[bytes] = []
-        try:
-            done = await self._on_channel(
-                partial(self._channel_read_bytes, path=path, limit=limit, of=of, box=box)
-            )
-        except ChannelError:
-            done = NO_CHANNEL  # reading again is harmless
-        if not isinstance(done, _NoChannel):
-            return box.pop()
-        runas = await self._as_user([])
-
-        def read_pieces(client: docker.DockerClient) -> None:
-            pieces = self._exec_pieces(client, runas, path, limit, of)
-            box.append(spooled(lambda add: drain_into(add, pieces)))
-
-        await self.client.call(read_pieces)
-        return box.pop()
-
-    def _channel_read_bytes(
-        self, channel: ExecChannel, *, path: str, limit: int, of: str, box: list[bytes]
-    ) -> None:
-        into = FileBuffer()
-        self._channel_read(channel, path, into.write, limit, of, expect=into.expect)
-        box.append(into.value())
-
-    def _channel_save(self, channel: ExecChannel, *, path: str, target: Path) -> int:
-        with SparseWriter(target) as out:
-            self._channel_read(channel, path, out.write)
-        return out.size
-
-    async def save_file(self, path: str, target: Path) -> int:
-        """Streamed to ``target`` piece by piece, its runs of zeros left as
-        holes; refused over ``max_file_bytes``; no ``target`` is left behind
-        on failure."""
-        try:
-            try:
-                size = await self._on_channel(partial(self._channel_save, path=path, target=target))
-            except ChannelError:
-                size = NO_CHANNEL  # copying again is harmless
-            if not isinstance(size, _NoChannel):
-                return size
-            runas = await self._as_user([])
-            return await self.client.call(
-                lambda client: write_sparse(target, self._exec_pieces(client, runas, path))
-            )
-        except BaseException:
-            target.unlink(missing_ok=True)
-            raise
-
-    async def write_file(self, path: str, data: bytes | str) -> None:
-        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        target = self._path(path)
-
-        def write_pieces(channel: ExecChannel) -> None:
-            view = memoryview(payload)  # pieces are views: no copy of the file
-            for offset in range(0, max(1, len(payload)), FILE_CHUNK_BYTES):
-                piece = view[offset : offset + FILE_CHUNK_BYTES]
-                header, _ = channel.request(
-                    {
-                        "op": "write",
-                        "path": target,
-                        "offset": offset,
-                        "user": self._ids(),
-                        "deadline": self.file_piece_seconds,
-                    },
-                    piece,
-                    timeout=FILE_DEADLINE_SECONDS,
-                    kill_after=self.file_piece_seconds,
-                )
-                if "error" in header:
-                    raise file_error(header, path)
-
-        try:
-            done = await self._on_channel(write_pieces)
-        except ChannelError:
-            done = NO_CHANNEL  # writing the whole file again is harmless
-        if isinstance(done, _NoChannel):
-            prefix, user = await self._as_user([])
-
-            def create_then_write(client: docker.DockerClient) -> None:
-                move = partial(exec_file, client, self.container_id)
-                idle = self.file_piece_seconds
-                drain(move(CREATE_SCRIPT, target, user, idle_seconds=idle, prefix=prefix))
-                drain(move(WRITE_SCRIPT, target, user, payload, idle_seconds=idle, prefix=prefix))
-
-            await self.client.call(create_then_write)
-
-    # --- the processes the sandbox user left running (issue 26) ---------------
-
-    async def mark_processes(self) -> frozenset[str] | None:
-        """The sandbox user's processes now, as PID:START (None under ``user:
-        root``, where the agent's processes are not told apart from root's)."""
-        if self._ids() is None:
-            return None
-        return frozenset((await self._processes("list", ())).split())
-
-    async def fresh_home(self) -> str | None:
-        """A new ``HOME`` for the hooks: made by root in ``/tmp`` (mktemp, so
-        nothing the agent left there can stand in for it), the sandbox
-        user's, mode 700."""
-        if self._ids() is not None:
-            made = await self.execute_as_root(
-                "d=$(mktemp -d /tmp/runner-hooks-home.XXXXXXXX) && chown "
-                f'{SANDBOX_UID}:{SANDBOX_GID} "$d" && chmod 700 "$d" && printf %s "$d"',
-                timeout_seconds=PROBE_SECONDS,
-            )
-            if made.exit_code != 0 or not made.stdout.startswith("/tmp/runner-hooks-home."):
-                raise SandboxUnavailableError(
-                    f"could not make a new HOME for the hooks: {made.stderr.strip()[-300:]}"
-                )
-            self.home = made.stdout
-        return self.home
-
-    async def end_processes(self, *, since: frozenset[str] | None = None) -> int | None:
-        """Kill every process of the sandbox user (uid 1000) but those in the
-        mark ``since`` and the ones they forked since (a hook's service that
-        starts a worker later; the turn's commands descend from the root
-        helper, never from a marked process): as root, by uid, round after
-        round until none is left, so a loop forking as fast as it can is
-        caught too.  ``on_destroy`` comes after a kill with no mark.  Nothing
-        under ``user: root``.  Raises ``SandboxUnavailableError`` if it could
-        not be done."""
-        if self._ids() is None:
-            return None
-        keep = sorted(p for p in since or () if _PROCESS.fullmatch(p))
-        return int(await self._processes("kill", keep))
-
-    async def _processes(self, what: str, keep: Iterable[str]) -> str:
-        command = f"set -- {what} {SANDBOX_UID} {' '.join(keep)}\n{PROCESSES_SCRIPT}"
-        expected = "procs:" if what == "list" else "killed:"
-        result = await self.execute_as_root(command, timeout_seconds=PROCESSES_SECONDS)
-        if not result.stdout.startswith(expected):
-            # No process could start (the pids limit reached, by the agent's
-            # processes): once more, with a little room above the limit.
-            async with self._pids_headroom():
-                result = await self.execute_as_root(command, timeout_seconds=PROCESSES_SECONDS)
-        if result.exit_code != 0 or not result.stdout.startswith(expected):
-            raise SandboxUnavailableError(
-                f"could not {what} the sandbox user's processes (exit code {result.exit_code}): "
-                f"{(result.stderr or result.stdout).strip()[-300:]}"
-            )
-        return result.stdout[len(expected) :].strip()
-
-    @contextlib.asynccontextmanager
-    async def _pids_headroom(self) -> AsyncIterator[None]:
-        """The container's pids limit raised by ``PIDS_HEADROOM`` meanwhile."""
-        limit = self.pids_limit
-        if not limit or limit <= 0:
-            yield
-            return
-        await self.client.call(_update_pids_limit, self.container_id, limit + PIDS_HEADROOM)
-        try:
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.client.call(_update_pids_limit, self.container_id, limit)
-
     def adopt(self, *, session_id: str, client: DockerClient) -> None:
         """Hand a pooled sandbox to a session (and to that session's event loop)."""
         self.session_id = session_id
@@ -831,13 +463,6 @@ class DockerSandbox(Sandbox):
                 self.channel = None
             await self.client.call(remove_container, self.container_id)
             self._deleted = True
-
-
-class _NoChannel:
-    """What ``_on_channel`` returns when the sandbox has no channel."""
-
-
-NO_CHANNEL = _NoChannel()
 
 
 #: Threads waiting on channel answers hold no Engine connection, so they get
@@ -857,54 +482,6 @@ def _on_asyncio() -> bool:
     return True
 
 
-class FileBuffer:
-    """A file's bytes gathered into one buffer, sized up front from the file's
-    size, then handed out as ``bytes`` without a copy: the peak is the file
-    once.  ``io.BytesIO`` does both (a write past its end allocates exactly
-    that much; ``getvalue()`` returns its own buffer when the length is
-    exact).  A file that grew or shrank meanwhile still comes out whole: the
-    buffer grows, or is cut to what arrived."""
-
-    def __init__(self) -> None:
-        self._buffer = io.BytesIO()
-        self._written = 0
-
-    def expect(self, size: int) -> None:
-        if size > 0 and self._written == 0:
-            self._buffer.seek(size - 1)
-            self._buffer.write(b"\0")
-            self._buffer.seek(0)
-
-    def write(self, data: bytes) -> None:
-        self._buffer.write(data)
-        self._written += len(data)
-
-    def value(self) -> bytes:
-        self._buffer.truncate(self._written)
-        return self._buffer.getvalue()
-
-
-def spooled(fill: Callable[[Callable[[bytes], None]], object]) -> bytes:
-    """The bytes ``fill`` hands, piece by piece, to the function it is given:
-    kept in a host temporary file until the end, then read back at once."""
-    with tempfile.TemporaryFile(buffering=0) as spool:
-        fill(partial(write_all, spool))
-        spool.seek(0)
-        return spool.readall()
-
-
-def drain_into(add: Callable[[bytes], None], pieces: Iterable[bytes]) -> None:
-    for piece in pieces:
-        add(piece)
-
-
-def write_all(out: Any, data: bytes) -> None:
-    """``data`` to a raw (unbuffered) file, whose writes may be partial."""
-    view = memoryview(data)
-    while view:
-        view = view[out.write(view) :]
-
-
 def channel_reason(asked: str, kind: str | None) -> str:
     """Why a sandbox's commands go through the helper they do."""
     if asked != "auto":
@@ -915,18 +492,6 @@ def channel_reason(asked: str, kind: str | None) -> str:
         "the image has no python3 that can run the Python helper: "
         "the POSIX shell helper serves commands and files"
     )
-
-
-#: How many pids above its limit the container gets while the sandbox user's
-#: processes are killed, if they had taken every one.
-PIDS_HEADROOM = 16
-
-
-def _update_pids_limit(client: docker.DockerClient, container_id: str, limit: int) -> None:
-    """``docker update --pids-limit`` (docker-py's ``update_container`` lacks it)."""
-    api = client.api
-    url = api._url("/containers/{0}/update", container_id)
-    api._raise_for_status(api._post_json(url, data={"PidsLimit": limit}))
 
 
 def _start_channel(client: docker.DockerClient, channel: ExecChannel) -> None:
