@@ -110,28 +110,31 @@ def secret_forms(text: str) -> set[str]:
     lines = {w: [b64[i : i + w] for i in range(0, len(b64), w)] for w in (76, 64) if len(b64) > w}
     wrapped = {"\n".join(chunks) for chunks in lines.values()}
     wrapped |= {chunk for chunks in lines.values() for chunk in chunks}
-    return wrapped | {
-        text,
-        text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
-        text.replace("'", "'\\''"),  # bash's single quoting (set -x, ${x@Q})
-        "".join("\\" + c if c in '\\"$`' else c for c in text),  # declare -p
-        backslashed.replace(":~", ":\\~").replace("=~", "=\\~"),  # printf %q
-        _ansi_c(text, utf8=True),
-        _ansi_c(text, utf8=False),
-        json.dumps(text)[1:-1],
-        json.dumps(text, ensure_ascii=False)[1:-1],
-        repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
-        repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
-        url_encoded,
-        # jq's @uri and JavaScript's encodeURIComponent keep !'()* (the tenth
-        # review); forms send + for a space; some encoders write %2f
-        quote(original, safe="!'()*"),
-        quote_plus(original, safe=""),
-        re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url_encoded),
-        b64,
-        b64.rstrip("="),
-        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
-    }
+    return (
+        wrapped
+        | {
+            text,
+            text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
+            text.replace("'", "'\\''"),  # bash's single quoting (set -x, ${x@Q})
+            "".join("\\" + c if c in '\\"$`' else c for c in text),  # declare -p
+            backslashed.replace(":~", ":\\~").replace("=~", "=\\~"),  # printf %q
+            _ansi_c(text, utf8=True),
+            _ansi_c(text, utf8=False),
+            json.dumps(text)[1:-1],
+            json.dumps(text, ensure_ascii=False)[1:-1],
+            repr(text + '"')[1:-2],  # repr in '...', as Python picks when a '"' is near
+            repr(text + "'")[1:-2],  # repr in "...", as Python picks when a "'" is near
+            url_encoded,
+            # jq's @uri and JavaScript's encodeURIComponent keep !'()* (the tenth
+            # review); forms send + for a space; some encoders write %2f
+            quote(original, safe="!'()*"),
+            quote_plus(original, safe=""),
+            re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url_encoded),
+            b64,
+            b64.rstrip("="),
+            base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+        }
+    )
 
 
 def _original_bytes(text: str) -> bytes:
