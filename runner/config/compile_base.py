@@ -1,0 +1,210 @@
+"""What every part of the YAML compiler shares: its state, its problems, templates.
+
+``CompilerBase`` holds one document's compile (the problems found, the
+inputs declared, the paths) and the helpers every part uses: ``problem``,
+``template`` (a step field compiled and guarded) and ``bindings_for``.  The
+parts are classes over it, one module each (``compile_inputs``,
+``compile_hooks``, ``compile_tools``), composed in ``compiler`` (issue 27:
+the compiler split by concern, as the shell checker is by pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from ..core.hooks import SandboxHook
+from ..engine.inputs import SessionInput
+from .errors import ConfigProblem, JsonPath
+from .host_paths import check_relative
+from .steps import (
+    InputBinding,
+    Paths,
+)
+from .templates import InputGuard, Template, compile_template, guard_outputs
+from .tools import ARGUMENTS_NAME
+from .yaml_loader import Document
+
+
+class DeclaredInput:
+    """An input from the ``inputs:`` section, compiled to a SessionInput class.
+
+    (Plain classes here and in steps.py: each dataclass costs ~0.7 ms of
+    `runner validate` start-up.)
+    """
+
+    __slots__ = ("alias", "fields", "input_class", "input_id", "required")
+
+    def __init__(
+        self,
+        input_id: str,
+        input_class: type[SessionInput],
+        alias: str | None,
+        required: bool,
+        fields: frozenset[str] | None,  # None: the schema does not list its fields
+    ) -> None:
+        self.input_id = input_id
+        self.input_class = input_class
+        self.alias = alias
+        self.required = required
+        self.fields = fields
+
+    def binding(self) -> InputBinding:
+        return InputBinding(self.input_class, self.alias)
+
+
+class CompiledConfig:
+    """What a YAML file compiles to: the agent, its inputs and its file paths."""
+
+    __slots__ = ("agent", "inputs", "notes", "path", "paths")
+
+    def __init__(
+        self, *, path: Path, agent: Any, inputs: dict[str, DeclaredInput], paths: Paths
+    ) -> None:
+        self.path = path
+        self.agent = agent  # a runner.Agent
+        self.inputs = inputs
+        self.paths = paths
+        #: What command-line overrides left out of the file (for the user to see).
+        self.notes: list[str] = []
+
+
+class CompilerBase:
+    """One document's compile: its state and the helpers every part uses."""
+
+    def __init__(self, document: Document, *, output_dir: Path | None) -> None:
+        self.document = document
+        self.data: dict[str, Any] = document.data
+        self.problems: list[ConfigProblem] = []
+        self.run_shell: str | None = None
+        config_path = Path(document.file)
+        self.paths = Paths(
+            output_dir=(output_dir or Path.cwd()),
+            config_dir=config_path.parent.resolve(),
+        )
+        self.inputs: dict[str, DeclaredInput] = {}
+        self.secret_specs: dict[str, Any] = dict(self.data.get("secrets") or {})
+        self.secrets_class: type[SessionInput] | None = None
+        #: The template names each steps hook's on_create reads (for cache checks).
+        self.create_names: dict[JsonPath, set[str]] = {}
+        self.compiled_hooks: dict[int, SandboxHook] = {}
+        #: While a tool compiles: its argument fields (None: any) and whether
+        #: their words may not start like an option; None outside tools.
+        self.tool_arguments: tuple[frozenset[str] | None, bool] | None = None
+
+    def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
+        self.problems.append(self.document.problem(path, message, at_key=at_key))
+
+    def problem_in_text(self, path: JsonPath, offset: int, message: str) -> None:
+        line, column = text_position(self.document, path, offset)
+        self.problems.append(ConfigProblem(self.document.file, line, column, message, path))
+
+    # --- inputs -------------------------------------------------------------
+
+    def secret_name(self, path: JsonPath, name: str) -> bool:
+        """Is ``name`` a declared secret?  If not, say so at ``path``."""
+        if name in self.secret_specs:
+            return True
+        declared = ", ".join(sorted(self.secret_specs)) or "none"
+        self.problem(path, f"unknown secret {name!r} (declared under secrets: {declared})")
+        return False
+
+    def template(
+        self,
+        path: JsonPath,
+        source: str,
+        *,
+        shell: bool,
+        tainted: Collection[str] = (),
+        options: bool = True,
+        consumers: Collection[str] | None = None,
+        exported: Collection[str] = (),
+    ) -> Template | None:
+        """The compiled template of one step field.  Each ``{{ }}`` that reads a
+        ``no_leading_option`` or a secret input is guarded (``guard_outputs``):
+        its word may not start like an option (``options=False``: ``write``
+        content, which no program takes as an argument), and a secret's word is
+        scrubbed from output as the secret is."""
+        names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
+        if self.tool_arguments is not None:  # a tool's fields: {{ args.NAME }}
+            names[ARGUMENTS_NAME] = self.tool_arguments[0]
+        template, problems = compile_template(
+            source,
+            shell=shell,
+            fields_by_name=names,
+            tainted_env=tainted,
+            shell_name=self.run_shell,
+            consumers=consumers,
+            exported_env=exported,
+        )
+        for problem in problems:
+            self.problem_in_text(path, problem.offset, problem.message)
+        if template is not None and not template.is_static:
+            guards = {
+                d.input_id: InputGuard(
+                    repr(d.input_id), d.input_class.__no_leading_dash__, d.input_class.__secret__
+                )
+                for d in self.inputs.values()
+            }
+            guards = {input_id: g for input_id, g in guards.items() if g.options or g.secret}
+            by_name = {
+                d.alias: guards[d.input_id]
+                for d in self.inputs.values()
+                if d.alias and d.input_id in guards
+            }
+            if self.tool_arguments is not None and self.tool_arguments[1]:
+                by_name[ARGUMENTS_NAME] = InputGuard("args (the tool's arguments)", True, False)
+            guard_outputs(template, by_name, guards, options=options)
+        return template
+
+    def host_path(self, path: JsonPath, source: str) -> Template | None:
+        template = self.template(path, source, shell=False)
+        if template is not None and template.is_static:
+            reason = check_relative(source)
+            if reason:
+                self.problem(path, reason)
+                return None
+        return template
+
+    # --- hooks --------------------------------------------------------------
+
+    def bindings_for(self, templates: list[Template], *, secrets: bool) -> list[InputBinding]:
+        used: set[str] = set()
+        for template in templates:
+            used |= template.names
+        everything = "inputs" in used
+        bindings = [
+            d.binding()
+            for d in self.inputs.values()
+            if everything or (d.alias is not None and d.alias in used)
+        ]
+        if secrets and self.secrets_class is not None:
+            bindings.append(InputBinding(self.secrets_class, None, templated=False))
+        return bindings
+
+
+def text_position(document: Document, path: JsonPath, offset: int) -> tuple[int, int]:
+    """File position of character ``offset`` of the string at ``path``.
+
+    Exact for plain one-line scalars and for literal (``|``) block scalars;
+    for other styles, the best estimate (quoted: after the quote; folded:
+    the scalar's start).
+    """
+    node = document.nodes.get(tuple(path))
+    if node is None:
+        return document.position(path)
+    line, column = node.start_mark.line + 1, node.start_mark.column + 1
+    value = node.value if isinstance(node.value, str) else ""
+    before = value[:offset]
+    if node.style in (None, "", "'", '"') and "\n" not in before:
+        return line, column + offset + (1 if node.style else 0)
+    if node.style == "|":
+        lines = document.text.splitlines()
+        first = node.start_mark.line + 1  # 0-based index of the first content line
+        content = [text for text in lines[first:] if text.strip()]
+        indent = len(content[0]) - len(content[0].lstrip(" ")) if content else 0
+        line_index = before.count("\n")
+        column_in_line = len(before) - (before.rfind("\n") + 1)
+        return first + line_index + 1, indent + column_in_line + 1
+    return line, column
