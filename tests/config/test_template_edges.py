@@ -590,3 +590,53 @@ def test_the_sandboxs_shell_reaches_the_run_time_check() -> None:
     assert static.render({}) == 'cat <<< "$V"'
     with pytest.raises(UnsafeTemplateError, match=r"\[shell-dialect\]"):
         static.render({}, shell="sh")
+
+
+# --- the step's env: names reach both checks (the eleventh review) -----------------
+
+
+def test_a_static_env_name_reaches_the_static_and_the_run_time_check() -> None:
+    """``env: {app: demo}`` exports ``app``: a value assigned to it reaches
+    ``make``.  Refused by validate and, separately, at run time."""
+    source = "app={{ x.v }}; make -s"
+    accepted, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert accepted is not None and problems == []
+    refused, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, exported_env=["app"]
+    )
+    assert refused is None and "make runs with a value in its environment" in problems[0].message
+    unchecked = Template(
+        source, True, frozenset({"x"}), _SHELL.parse(source), exported=frozenset({"app"})
+    )
+    with pytest.raises(UnsafeTemplateError, match="make runs with a value"):
+        unchecked.render({"x": Fields({"v": "x"})})
+    assert accepted.render({"x": Fields({"v": "x"})}) == "app='x'; make -s"
+
+
+def test_a_plain_run_with_an_env_value_is_checked_in_strict_mode() -> None:
+    """No ``{{ }}`` in ``run``, a templated ``env:`` value: strict mode still
+    refuses a program that is not a consumer, and keeps its consumers."""
+    template, problems = compile_template(
+        "dbus-send --session x",
+        shell=True,
+        fields_by_name={},
+        tainted_env=["BUS"],
+        consumers=["grep"],
+    )
+    assert template is None and "dbus-send" in problems[0].message
+    template, problems = compile_template(
+        'grep -c x -- "$BUS" f',
+        shell=True,
+        fields_by_name={},
+        tainted_env=["BUS"],
+        consumers=["grep"],
+    )
+    assert problems == [] and template is not None
+    assert template.consumers == frozenset({"grep"}) and template.tainted == frozenset({"BUS"})
+
+
+def test_a_text_template_renders_values_as_they_are() -> None:
+    template, problems = compile_template("{{ x.v }}", shell=False, fields_by_name={"x": None})
+    assert problems == [] and template is not None
+    assert template.render({"x": Fields({"v": "a 'b' $c"})}) == "a 'b' $c"
+    assert template.exported == frozenset()
