@@ -34,7 +34,7 @@ class DeclaredInput:
     `runner validate` start-up.)
     """
 
-    __slots__ = ("alias", "fields", "input_class", "input_id", "required")
+    __slots__ = ("alias", "fields", "input_class", "input_id", "many", "required")
 
     def __init__(
         self,
@@ -43,12 +43,15 @@ class DeclaredInput:
         alias: str | None,
         required: bool,
         fields: frozenset[str] | None,  # None: the schema does not list its fields
+        many: frozenset[str] = frozenset(),
     ) -> None:
         self.input_id = input_id
         self.input_class = input_class
         self.alias = alias
         self.required = required
         self.fields = fields
+        #: The fields whose schema makes them a list or a mapping: never one word.
+        self.many = many
 
     def binding(self) -> InputBinding:
         return InputBinding(self.input_class, self.alias)
@@ -140,6 +143,9 @@ class CompilerBase:
         )
         for problem in problems:
             self.problem_in_text(path, problem.offset, problem.message)
+        if template is not None and shell and not template.is_static:
+            for offset, message in self.lists_as_words(source, template):
+                self.problem_in_text(path, offset, message)
         if template is not None and not template.is_static:
             guards = {
                 d.input_id: InputGuard(
@@ -157,6 +163,33 @@ class CompilerBase:
                 by_name[ARGUMENTS_NAME] = InputGuard("args (the tool's arguments)", True, False)
             guard_outputs(template, by_name, guards, options=options)
         return template
+
+    def lists_as_words(self, source: str, template: Template) -> list[tuple[int, str]]:
+        """``{{ x.names }}`` in a ``run`` command where the schema makes
+        ``names`` a list or a mapping: not one word, so it could only fail
+        when the step runs; said at validate instead (exit 2, like every
+        refusal)."""
+        from jinja2 import nodes
+
+        many = {d.alias: d.many for d in self.inputs.values() if d.alias and d.many}
+        found = []
+        for output in template.tree.find_all(nodes.Output):
+            for node in output.nodes:
+                if (
+                    isinstance(node, nodes.Getattr)
+                    and isinstance(node.node, nodes.Name)
+                    and node.attr in many.get(node.node.name, ())
+                ):
+                    name = f"{node.node.name}.{node.attr}"
+                    found.append(
+                        (
+                            max(source.find(name), 0),
+                            f"{{{{ {name} }}}} is a list or a mapping (its schema's type), "
+                            "not one shell word: loop over it ({% for item in "
+                            f"{name} %}}{{{{ item }}}} {{% endfor %}}) or pick a field",
+                        )
+                    )
+        return found
 
     def host_path(self, path: JsonPath, source: str) -> Template | None:
         template = self.template(path, source, shell=False)

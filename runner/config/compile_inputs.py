@@ -101,9 +101,23 @@ class InputsCompiler(CompilerBase):
                 alias=alias,
                 required=required,
                 fields=frozenset(properties) if isinstance(properties, dict) else None,
+                many=_lists_and_mappings(properties),
             )
 
     # --- templates ----------------------------------------------------------
+
+
+def _lists_and_mappings(properties: Any) -> frozenset[str]:
+    """The properties whose schema type is only ``array`` or ``object``."""
+    if not isinstance(properties, dict):
+        return frozenset()
+    many = set()
+    for name, schema in properties.items():
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        kinds = set(kind) if isinstance(kind, list) else {kind}
+        if kinds and kinds <= {"array", "object"}:
+            many.add(name)
+    return frozenset(many)
 
 
 def _remote_ref(schema: Any, path: JsonPath = ()) -> JsonPath | None:

@@ -131,3 +131,42 @@ def test_braces_inside_quotes_are_not_blamed(tmp_path) -> None:
     _, lines = validate(tmp_path, HEAD + '          - run: "echo {{ session.id }}" x: 1\n')
     (line,) = lines
     assert "quote a value" not in line
+
+
+def test_a_list_input_where_one_word_goes_is_a_validate_error(tmp_path) -> None:
+    """``{{ x.names }}`` with ``names`` an array: not one shell word.  Said by
+    validate, with its position and the loop to write instead (it failed only
+    when the step ran, with exit 1); a loop over it or a field of it is fine."""
+    from runner.config import ConfigError, load
+
+    def config(run: str):
+        path = tmp_path / "agent.yaml"
+        path.write_text(
+            "version: 1\n"
+            "inputs:\n"
+            "  acme.x:\n"
+            "    as: x\n"
+            "    schema:\n"
+            "      type: object\n"
+            "      properties:\n"
+            "        names: {type: array, items: {type: string}}\n"
+            "        meta: {type: object}\n"
+            "        v: {type: [string, array]}\n"
+            "agent:\n"
+            "  model: m\n"
+            "  environment:\n"
+            "    sandbox: local\n"
+            "    hooks:\n"
+            "      - name: h\n"
+            "        on_create:\n"
+            f"          - run: {run}\n"
+        )
+        return path
+
+    for field in ("names", "meta"):
+        with pytest.raises(ConfigError) as raised:
+            load(config(f"echo {{{{ x.{field} }}}}"))
+        assert f"agent.yaml:18:26: {{{{ x.{field} }}}} is a list or a mapping" in str(raised.value)
+        assert "{% for item in" in str(raised.value)
+    load(config("echo {% for n in x.names %}{{ n }} {% endfor %}"))
+    load(config("echo {{ x.v }}"))  # may be a string: the run-time check decides
