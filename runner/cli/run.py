@@ -109,6 +109,7 @@ def run(
     """
     import anyio
 
+    _log_unreported_only()
     started = time.perf_counter()
     with _result_if_stopped(as_json, started):
         if prompt is not None and prompt_file is not None:
@@ -378,3 +379,20 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
             result.append(await work)
         tg.cancel_scope.cancel()
     return (result[0] if result else None), bool(interrupted)
+
+
+def _log_unreported_only() -> None:
+    """The runner's warnings on stderr, as Python's last-resort handler prints
+    them, but not a failure the session reports itself (an ``on_destroy``
+    that failed): the progress lines and the final message already say it,
+    and it was printed three times."""
+    import logging
+
+    logger = logging.getLogger("runner")
+    if logger.handlers or logging.getLogger().handlers:
+        return  # the caller configured logging: theirs to decide
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(lambda record: not getattr(record, "runner_reported", False))
+    logger.addHandler(handler)

@@ -128,6 +128,12 @@ def _cached_inputs(plan: LifecyclePlan, inputs: Mapping[str, SessionInput]) -> d
     }
 
 
+#: Marks a log record of a failure the session also reports (its
+#: ``destroy_failures``, a ``hook_failed`` event): ``runner run`` shows
+#: those itself and leaves such records out (``cli/run.py``).
+REPORTED = {"runner_reported": True}
+
+
 @dataclass(frozen=True)
 class HookFailure:
     """An ``on_destroy`` that raised: logged, skipped past, and reported at close."""
@@ -223,6 +229,7 @@ async def _destroy_all(
                 failure,
                 sandbox.session_id,
                 exc_info=exc if traceback else None,
+                extra=REPORTED,
             )
 
 
@@ -279,7 +286,7 @@ async def _destroy_then_delete(
                 )
                 failure = HookFailure("cleanup", "on_destroy", "CleanupTimeout", why)
                 failures.append(failure)
-                logger.error("%s (session %s)", failure, sandbox.session_id)
+                logger.error("%s (session %s)", failure, sandbox.session_id, extra=REPORTED)
         finally:
             await _delete(sandbox)
     return failures
@@ -304,7 +311,7 @@ async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
             f"({str(exc) or 'timed out'}), so no on_destroy hook ran (one would run beside them)",
         )
         failures.append(failure)
-        logger.error("%s (session %s)", failure, sandbox.session_id)
+        logger.error("%s (session %s)", failure, sandbox.session_id, extra=REPORTED)
         return False
     if killed:
         logger.info(
@@ -331,7 +338,7 @@ async def _fresh_home(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
             "so no on_destroy hook ran (one would read the agent's files as its own)",
         )
         failures.append(failure)
-        logger.error("%s (session %s)", failure, sandbox.session_id)
+        logger.error("%s (session %s)", failure, sandbox.session_id, extra=REPORTED)
         return False
     return True
 
