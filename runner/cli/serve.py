@@ -104,11 +104,13 @@ def serve(
     """
     import anyio
 
+    from ..serve import logs
     from ..serve.service import ServeError
     from ..serve.service import serve as run_server
 
     if not files and not python_agents:
         fail("give YAML FILES to serve, --agent MODULE:ATTR, or both")
+    logs.configure()
     try:
         anyio.run(
             lambda: run_server(

@@ -90,6 +90,7 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
             problems = [str(p) for p in exc.problems]
             raise ServeError(f"{len(problems)} problem(s) in {file}", problems) from None
         name = compiled.agent.name
+        _check_extras(file, compiled.agent.environment)
         if name in agents:
             raise ServeError(
                 f"two files declare an agent named {name!r}: {agents[name].path} and {file}"
@@ -98,6 +99,20 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
             name=name, path=Path(file).resolve(), backend=compiled.agent.environment.backend
         )
     return agents
+
+
+def _check_extras(where: str, environment: Any) -> None:
+    """Stop before listening when ``where``'s backend needs an extra that is not
+    installed (every session would fail); other problems a backend reports
+    here (a token not set yet) are the sessions' to meet."""
+    from ..core.errors import MissingExtraError
+
+    try:
+        environment.check_available()
+    except MissingExtraError as exc:
+        raise ServeError(f"{where}: sandbox: {environment.backend}: {exc}") from None
+    except Exception:
+        return
 
 
 def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
