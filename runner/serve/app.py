@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from .http_server import Request, Response, StreamResponse, error_response, json_response
+from .http_messages import Request, Response, StreamResponse, error_response, json_response
 from .sessions import DEFAULT_MAX_SESSIONS, ApiError, Sessions
 from .store.base import FINAL_STATUSES
 

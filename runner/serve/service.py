@@ -12,7 +12,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -242,15 +242,38 @@ async def serve(
     claim_interval: float = CLAIM_INTERVAL_SECONDS,
     reattach_timeout: float | None = None,
     drain_timeout: float = DRAIN_SECONDS,
+    limit_concurrency: int | None = None,
+    forwarded_allow_ips: str | None = None,
+    root_path: str = "",
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
     are resumed by the next start (or, on PostgreSQL, by another server)."""
+    try:
+        from . import asgi
+    except ModuleNotFoundError as exc:
+        raise ServeError(
+            f"runner serve needs the 'serve' extra ({exc.name} is not installed): "
+            "pip install 'sandbox-runner[serve]'"
+        ) from None
     from .app import App
-    from .http_server import serve_forever
     from .sessions import DEFAULT_MAX_SESSIONS, Sessions
     from .store.base import StoreError
 
+    settings = asgi.HttpSettings(
+        max_body_bytes=max_body_bytes,
+        limit_concurrency=limit_concurrency or asgi.LIMIT_CONCURRENCY,
+        forwarded_allow_ips=forwarded_allow_ips,
+        root_path=root_path.rstrip("/"),
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+    )
+    if bool(ssl_certfile) != bool(ssl_keyfile):
+        raise ServeError("--ssl-certfile and --ssl-keyfile go together: give both or neither")
+    if ssl_certfile and ssl_keyfile:
+        _check_tls(ssl_certfile, ssl_keyfile)
     token, generated = server_token(host)
     if max_sessions is None:
         max_sessions = DEFAULT_MAX_SESSIONS
@@ -275,7 +298,9 @@ async def serve(
     url_host = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::", ""):  # all addresses: other servers reach it by name
         url_host = socket.gethostname()
-    url = f"http://{url_host}:{bound}"
+    scheme = "https" if ssl_certfile else "http"
+    url = f"{scheme}://{url_host}:{bound}"
+    sockets = [one.extra(anyio.abc.SocketAttribute.raw_socket) for one in listener.listeners]
     sessions: Sessions | None = None
     try:
         async with anyio.create_task_group() as tg:
@@ -290,8 +315,16 @@ async def serve(
             )
             resumed = await sessions.resume_all()
             app = App(sessions, token=token)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, sessions, drain_timeout, say)
-            tg.start_soon(serve_forever, listener, app, max_body_bytes)
+            adapter = asgi.AsgiAdapter(app, max_body_bytes=max_body_bytes)
+            server = asgi.http_server(adapter, settings)
+            stopped = anyio.Event()
+
+            async def stop_serving() -> None:
+                await asgi.stop_http(server, stopped)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(_stop_on_signal, stop_serving, sessions, drain_timeout, say)
+            tg.start_soon(asgi.serve_http, server, sockets, stopped)
             if not store.exclusive:
                 store.watch_connection(lambda exc: _stop_now(exc, say))  # type: ignore[attr-defined]
                 tg.start_soon(_watch_claims, sessions, claim_interval, say)
@@ -307,6 +340,17 @@ async def serve(
         if sessions is not None:
             sessions.close_pools()
         store.close()
+
+
+def _check_tls(certfile: str, keyfile: str) -> None:
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ServeError(
+            f"cannot use --ssl-certfile {certfile} with --ssl-keyfile {keyfile}: {exc}"
+        ) from None
 
 
 def open_store(db: str | Path) -> Any:
@@ -342,7 +386,7 @@ def _stop_now(exc: Exception, say: Callable[[str], None]) -> None:
 
 
 async def _stop_on_signal(
-    scope: anyio.CancelScope, sessions: Any, drain: float, say: Callable[[str], None]
+    stop: Callable[[], Awaitable[None]], sessions: Any, drain: float, say: Callable[[str], None]
 ) -> None:
     """SIGTERM or SIGINT: drain, then stop.  No session is failed by a stop.
 
@@ -374,7 +418,7 @@ async def _stop_on_signal(
                 "are, to resume at the next start or on another server",
             )
         say("stopped; sessions left open resume at the next start")
-        scope.cancel()
+        await stop()
 
 
 def _exit_now(say: Callable[[str], None], why: str) -> None:
