@@ -114,6 +114,22 @@ from .common import (
     type=click.Path(dir_okay=False, exists=True),
     help="The private key of --ssl-certfile (PEM).",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="The log on stderr: lines of text, or one JSON object a line (time, level, "
+    "logger, message, and method, path, status, duration_ms for requests). "
+    "RUNNER_DEBUG=1 adds DEBUG records (hook errors in full).",
+)
+@click.option(
+    "--retain-days",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Delete sessions closed or failed more than DAYS days ago, with their events "
+    "and journal (at start, then hourly) [default: keep them].",
+)
 def serve(
     files: tuple[str, ...],
     python_agents: tuple[str, ...],
@@ -130,6 +146,8 @@ def serve(
     root_path: str,
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
+    log_format: str,
+    retain_days: float | None,
 ) -> None:
     """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
     (see the README).
@@ -149,7 +167,7 @@ def serve(
 
     if not files and not python_agents:
         fail("give YAML FILES to serve, --agent MODULE:ATTR, or both")
-    logs.configure()
+    logs.configure(log_format)
     try:
         anyio.run(
             lambda: run_server(
@@ -168,6 +186,8 @@ def serve(
                 root_path=root_path,
                 ssl_certfile=ssl_certfile,
                 ssl_keyfile=ssl_keyfile,
+                retain_days=retain_days,
+                say=logs.say,
             )
         )
     except ServeError as exc:

@@ -51,7 +51,7 @@ LIMIT_CONCURRENCY = 1000
 #: How long a stopping server lets uvicorn close its connections.
 SHUTDOWN_GRACE_SECONDS = 2.0
 
-#: Called after each request: method, route (a template, not the path), status, seconds.
+#: Called after each request: method, path, status, seconds.
 Observer = Callable[[str, str, int, float], None]
 
 
@@ -76,12 +76,10 @@ class AsgiAdapter:
         *,
         max_body_bytes: int,
         observe: Observer | None = None,
-        route_of: Callable[[str], str] = lambda path: path,
     ) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
         self.observe = observe
-        self.route_of = route_of
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -89,12 +87,7 @@ class AsgiAdapter:
         started = time.perf_counter()
         status = await self._answer(scope, receive, send)
         if self.observe is not None and status:
-            self.observe(
-                scope["method"],
-                self.route_of(_path(scope)),
-                status,
-                time.perf_counter() - started,
-            )
+            self.observe(scope["method"], _path(scope), status, time.perf_counter() - started)
 
     async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> int:
         headers = {

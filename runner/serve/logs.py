@@ -22,6 +22,7 @@ DEBUG_VARIABLES = ("RUNNER_DEBUG", "AGENTS_SDK_DEBUG")
 LOG_FORMATS = ("text", "json")
 
 _handler: logging.Handler | None = None
+_format = "text"
 
 
 def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -33,7 +34,8 @@ def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 def configure(log_format: str = "text", *, debug: bool | None = None) -> None:
     """Send the ``runner`` loggers to stderr in ``log_format`` (once per process)."""
-    global _handler
+    global _handler, _format
+    _format = log_format
     if debug is None:
         debug = debug_enabled()
     handler = logging.StreamHandler(sys.stderr)
@@ -50,6 +52,20 @@ def configure(log_format: str = "text", *, debug: bool | None = None) -> None:
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     root.propagate = False
+    for name in ("uvicorn", "asyncio"):  # their warnings, in the same format
+        other = logging.getLogger(name)
+        other.handlers = [handler]
+        other.setLevel(logging.WARNING)
+        other.propagate = False
+
+
+def say(line: str) -> None:
+    """A line for the operator (listening, stopping): ``runner: ...`` on
+    stderr, or with ``--log-format json`` a log record like the others."""
+    if _format == "json":
+        logging.getLogger("runner.serve").info(line)
+    else:
+        print(f"runner: {line}", file=sys.stderr, flush=True)
 
 
 class JsonFormatter(logging.Formatter):

@@ -247,6 +247,7 @@ async def serve(
     root_path: str = "",
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    retain_days: float | None = None,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
@@ -259,6 +260,7 @@ async def serve(
             "pip install 'sandbox-runner[serve]'"
         ) from None
     from .app import App
+    from .metrics import Metrics
     from .sessions import DEFAULT_MAX_SESSIONS, Sessions
     from .store.base import StoreError
 
@@ -314,8 +316,12 @@ async def serve(
                 **({} if reattach_timeout is None else {"reattach_timeout": reattach_timeout}),
             )
             resumed = await sessions.resume_all()
-            app = App(sessions, token=token)
-            adapter = asgi.AsgiAdapter(app, max_body_bytes=max_body_bytes)
+            metrics = Metrics(store.count_by_status)
+            sessions.on_event = metrics.event
+            app = App(sessions, token=token, metrics=metrics)
+            adapter = asgi.AsgiAdapter(
+                app, max_body_bytes=max_body_bytes, observe=_observer(metrics)
+            )
             server = asgi.http_server(adapter, settings)
             stopped = anyio.Event()
 
@@ -325,6 +331,8 @@ async def serve(
 
             tg.start_soon(_stop_on_signal, stop_serving, sessions, drain_timeout, say)
             tg.start_soon(asgi.serve_http, server, sockets, stopped)
+            if retain_days is not None:
+                tg.start_soon(_retain, store, retain_days)
             if not store.exclusive:
                 store.watch_connection(lambda exc: _stop_now(exc, say))  # type: ignore[attr-defined]
                 tg.start_soon(_watch_claims, sessions, claim_interval, say)
@@ -340,6 +348,57 @@ async def serve(
         if sessions is not None:
             sessions.close_pools()
         store.close()
+
+
+#: How often ``--retain-days`` looks for closed sessions to delete (and at start).
+RETENTION_SWEEP_SECONDS = 3600.0
+
+
+async def _retain(store: Any, days: float) -> None:
+    """Delete the sessions closed or failed more than ``days`` days ago, with
+    their events and journal: at start, then every hour."""
+    import logging
+    import time
+
+    logger = logging.getLogger("runner.serve.service")
+    while True:
+        try:
+            deleted = store.delete_final_before(time.time() - days * 86400)
+        except Exception as exc:  # the database is down: the next sweep tries again
+            logger.warning("--retain-days: cannot delete old sessions: %s", exc)
+        else:
+            if deleted:
+                logger.info("deleted %d session(s) closed more than %g day(s) ago", deleted, days)
+        await anyio.sleep(RETENTION_SWEEP_SECONDS)
+
+
+def _observer(metrics: Any) -> Callable[[str, str, int, float], None]:
+    """After each request: its latency in the metrics, and a log line."""
+    import logging
+
+    from .metrics import route_of
+
+    log = logging.getLogger("runner.serve.http")
+
+    def observe(method: str, path: str, status: int, seconds: float) -> None:
+        route = route_of(path)
+        metrics.request(method, route, status, seconds)
+        if route != "other":  # a scanner's paths are not logged
+            log.info(
+                "%s %s %d %.1f ms",
+                method,
+                path,
+                status,
+                seconds * 1000,
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 1),
+                },
+            )
+
+    return observe
 
 
 def _check_tls(certfile: str, keyfile: str) -> None:

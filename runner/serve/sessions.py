@@ -104,6 +104,8 @@ class Sessions(Recovery):
         self.max_sessions = max_sessions
         #: Set on SIGTERM: no new session or message; running work may finish.
         self.draining = False
+        #: Called with every event stored (the metrics count them).
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
         #: Work running in this server's tasks (a start, a turn, a close).
         self.busy = 0
         self._idle = anyio.Event()
@@ -187,6 +189,8 @@ class Sessions(Recovery):
                 return
             event = _error_to_log(session_id, event)
             self.store.add_event(session_id, event)
+            if self.on_event is not None:
+                self.on_event(event)
             if event["event"] in ("hook_started", "hook_finished", "hook_failed", "hook_cancelled"):
                 follow_hook_clock(self.store, plan, session_id, event, live.sandbox)
             if event["event"] == "hook_finished":

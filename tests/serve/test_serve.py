@@ -117,7 +117,18 @@ def test_openapi_document_describes_every_route(server: Server) -> None:
         "/v1/sessions/{id}": ["delete", "get"],
         "/v1/sessions/{id}/messages": ["post"],
         "/v1/sessions/{id}/events": ["get"],
+        "/healthz": ["get"],
+        "/readyz": ["get"],
+        "/metrics": ["get"],
     }
+    operations = [
+        op for ops in document["paths"].values() for key, op in ops.items() if key != "parameters"
+    ]
+    ids = [op["operationId"] for op in operations]
+    assert len(set(ids)) == len(ids) == 10
+    assert all("405" in op["responses"] for op in operations)
+    listing = document["paths"]["/v1/sessions"]["get"]
+    assert [p["name"] for p in listing["parameters"]] == ["limit", "after"]
     create_schema = document["components"]["schemas"]["CreateSession"]
     assert create_schema["properties"]["agent"]["enum"] == ["helper"]
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
