@@ -207,9 +207,20 @@ def _json(request: Request) -> Any:
         raise ApiError(400, "bad_request", f"the body must be JSON: {exc}") from None
 
 
+#: The largest event number a client may name (a 64-bit column's bound).
+_MAX_EVENT_ID = 2**62
+
+
 def _last_event_id(request: Request) -> int:
-    text = request.headers.get("last-event-id") or (request.query.get("after") or ["0"])[0]
-    return int(text) if text.isdigit() else 0
+    """Where a stream resumes: ``Last-Event-ID`` (what a browser resends; a
+    value that is not a number starts from the first event), or ``?after=N``."""
+    after = (request.query.get("after") or ["0"])[0]
+    if not after.isdigit():
+        raise ApiError(400, "bad_request", "after must be an event number (0, 1, ...)")
+    header = request.headers.get("last-event-id", "").strip()
+    if header:
+        after = header if header.isdigit() else "0"
+    return min(int(after), _MAX_EVENT_ID)
 
 
 def openapi(agents: list[str], max_sessions: int = DEFAULT_MAX_SESSIONS) -> dict[str, Any]:

@@ -121,7 +121,9 @@ class AsgiAdapter:
         request = Request(
             method="GET" if head else scope["method"],  # HEAD is GET without the body
             path=_path(scope),
-            query=parse_qs(scope.get("query_string", b"").decode("latin-1")),
+            query=parse_qs(
+                scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
+            ),
             headers=headers,
             body=bytes(body),
         )

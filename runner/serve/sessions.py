@@ -285,12 +285,13 @@ class Sessions(Recovery):
         if unknown:
             raise ApiError(400, "bad_request", f"unknown field(s): {', '.join(sorted(unknown))}")
         name = body.get("agent")
-        if name is None and len(self.agents) == 1:
+        if "agent" not in body and len(self.agents) == 1:
             name = next(iter(self.agents))
         if not isinstance(name, str) or name not in self.agents:
             served = ", ".join(sorted(self.agents))
             raise ApiError(400, "unknown_agent", f"unknown agent {name!r} (served: {served})")
-        raw = body.get("inputs") or {}
+        raw = body.get("inputs")
+        raw = {} if raw is None else raw
         if not isinstance(raw, dict):
             raise ApiError(400, "bad_input", "inputs must be an object of input_id: value")
         key = body.get("idempotency_key")
