@@ -43,6 +43,15 @@ class App:
         self.sessions = sessions
         self.metrics = metrics
         self._token = f"Bearer {token}".encode()
+        #: Set when the server stops: event streams end (clients reconnect
+        #: with Last-Event-ID, to this server once back or to another one).
+        self.streams_ending = False
+
+    def end_streams(self) -> None:
+        """End every event stream now (a stopping server), each at an event's end."""
+        self.streams_ending = True
+        for session_id in list(self.sessions._changed):
+            self.sessions._notify(session_id)
 
     def authorized(self, request: Request) -> bool:
         """The bearer token, compared in constant time; the scheme's case is
@@ -150,6 +159,8 @@ class App:
                 last = seq
                 quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
+            if self.streams_ending:
+                return
             status = self.sessions.store.status_of(session_id)
             if status is None or status in FINAL_STATUSES:
                 if not any(True for _ in self.sessions.store.events(session_id, after=last)):

@@ -326,6 +326,7 @@ async def serve(
             stopped = anyio.Event()
 
             async def stop_serving() -> None:
+                app.end_streams()
                 await asgi.stop_http(server, stopped)
                 tg.cancel_scope.cancel()
 

@@ -103,3 +103,40 @@ def test_a_key_that_is_not_the_certificates_stops_the_start(
     with pytest.raises(AssertionError, match="exited 2"):
         server.start()
     assert f"cannot use --ssl-certfile {cert} with --ssl-keyfile {cert}" in server.stderr()
+
+
+def test_an_event_stream_open_at_sigterm_ends_cleanly(tmp_path: Path) -> None:
+    """A stopping server ends its event streams at an event's end (the client
+    reconnects with Last-Event-ID), rather than cutting them off."""
+    import threading
+
+    from serve_process import wait_status
+
+    server = Server([agent_file(tmp_path)], tmp_path)
+    server.start()
+    ended: list[str] = []
+    try:
+        with server.client() as client:
+            session_id = client.post("/v1/sessions", json={"agent": "plain"}).json()["id"]
+            wait_status(client, session_id, "waiting")
+
+            opened = threading.Event()
+
+            def follow() -> None:
+                try:
+                    with client.stream("GET", f"/v1/sessions/{session_id}/events") as response:
+                        for _ in response.iter_lines():
+                            opened.set()
+                    ended.append("cleanly")
+                except httpx.HTTPError as exc:
+                    ended.append(type(exc).__name__)
+
+            following = threading.Thread(target=follow)
+            following.start()
+            assert opened.wait(timeout=30)
+            assert server.terminate() == 0
+            following.join(timeout=30)
+    finally:
+        server.stop()
+    assert ended == ["cleanly"]
+    assert "Traceback" not in server.stderr(), server.stderr()
