@@ -80,6 +80,56 @@ from .common import (
     "messages get 503 meanwhile); what still runs then resumes at the next start or "
     "on another server. No session fails because the server stopped.",
 )
+@click.option(
+    "--limit-concurrency",
+    type=click.IntRange(min=1),
+    default=1000,  # serve.asgi.LIMIT_CONCURRENCY
+    show_default=True,
+    metavar="N",
+    help="Connections and requests in progress (event streams count) beyond which a "
+    "request is answered 503 at once.",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    envvar="FORWARDED_ALLOW_IPS",
+    metavar="IPS",
+    help="Comma-separated addresses (or *) of the proxies whose X-Forwarded-For and "
+    "X-Forwarded-Proto are trusted [default: 127.0.0.1]. Also read from "
+    "FORWARDED_ALLOW_IPS.",
+)
+@click.option(
+    "--root-path",
+    default="",
+    metavar="PATH",
+    help="The path prefix a proxy serves this API under (e.g. /runner), for a proxy "
+    "that strips it before forwarding.",
+)
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Serve HTTPS with this certificate (PEM; with --ssl-keyfile).",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(dir_okay=False, exists=True),
+    help="The private key of --ssl-certfile (PEM).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="The log on stderr: lines of text, or one JSON object a line (time, level, "
+    "logger, message, and method, path, status, duration_ms for requests). "
+    "RUNNER_DEBUG=1 adds DEBUG records (hook errors in full).",
+)
+@click.option(
+    "--retain-days",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Delete sessions closed or failed more than DAYS days ago, with their events "
+    "and journal (at start, then hourly) [default: keep them].",
+)
 def serve(
     files: tuple[str, ...],
     python_agents: tuple[str, ...],
@@ -91,6 +141,13 @@ def serve(
     claim_interval: float,
     reattach_timeout: float,
     drain_timeout: float,
+    limit_concurrency: int,
+    forwarded_allow_ips: str | None,
+    root_path: str,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    log_format: str,
+    retain_days: float | None,
 ) -> None:
     """Serve the sessions of FILES' agents (and of --agent Python agents) over HTTP
     (see the README).
@@ -104,11 +161,13 @@ def serve(
     """
     import anyio
 
+    from ..serve import logs
     from ..serve.service import ServeError
     from ..serve.service import serve as run_server
 
     if not files and not python_agents:
         fail("give YAML FILES to serve, --agent MODULE:ATTR, or both")
+    logs.configure(log_format)
     try:
         anyio.run(
             lambda: run_server(
@@ -122,6 +181,13 @@ def serve(
                 claim_interval=claim_interval,
                 reattach_timeout=reattach_timeout,
                 drain_timeout=drain_timeout,
+                limit_concurrency=limit_concurrency,
+                forwarded_allow_ips=forwarded_allow_ips,
+                root_path=root_path,
+                ssl_certfile=ssl_certfile,
+                ssl_keyfile=ssl_keyfile,
+                retain_days=retain_days,
+                say=logs.say,
             )
         )
     except ServeError as exc:

@@ -4,7 +4,7 @@ in SQLite (one server) or PostgreSQL (several).
 The pieces, one concept each:
 
 - ``service``: loading the agents, the token, starting and stopping;
-- ``http_server``: a small HTTP/1.1 server (anyio + h11) with bounded requests;
+- ``asgi``: the routes served by uvicorn, with bounded requests (``http_messages``: their types);
 - ``app``: the routes, the bearer token and the OpenAPI document;
 - ``sessions``: starting, driving, closing and resuming sessions;
 - ``journal``: finished steps recorded, and not run again;

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from .http_server import Request, Response, StreamResponse, error_response, json_response
+from .http_messages import Request, Response, StreamResponse, error_response, json_response
 from .sessions import DEFAULT_MAX_SESSIONS, ApiError, Sessions
 from .store.base import FINAL_STATUSES
 
@@ -33,10 +33,25 @@ FOLLOW_ELSEWHERE_SECONDS = 0.5
 _SESSION = re.compile(r"^/v1/sessions/(sess_[0-9a-f]{32})(/messages|/events)?$")
 
 
+#: ``GET /v1/sessions``: the page size without ``limit``, and the largest.
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+
 class App:
-    def __init__(self, sessions: Sessions, *, token: str) -> None:
+    def __init__(self, sessions: Sessions, *, token: str, metrics: Any = None) -> None:
         self.sessions = sessions
+        self.metrics = metrics
         self._token = f"Bearer {token}".encode()
+        #: Set when the server stops: event streams end (clients reconnect
+        #: with Last-Event-ID, to this server once back or to another one).
+        self.streams_ending = False
+
+    def end_streams(self) -> None:
+        """End every event stream now (a stopping server), each at an event's end."""
+        self.streams_ending = True
+        for session_id in list(self.sessions._changed):
+            self.sessions._notify(session_id)
 
     def authorized(self, request: Request) -> bool:
         """The bearer token, compared in constant time; the scheme's case is
@@ -46,17 +61,26 @@ class App:
         return scheme.lower() == "bearer" and hmac.compare_digest(given, self._token)
 
     async def __call__(self, request: Request) -> Response | StreamResponse:
-        if not self.authorized(request):
-            return error_response(
-                401, "unauthorized", "send the header Authorization: Bearer $RUNNER_SERVE_TOKEN"
-            )
         try:
+            if request.path in ("/healthz", "/readyz"):  # probes: no token, nothing told
+                return self._probe(request)
+            if not self.authorized(request):
+                return error_response(
+                    401, "unauthorized", "send the header Authorization: Bearer $RUNNER_SERVE_TOKEN"
+                )
             return await self._route(request)
         except ApiError as exc:
             return error_response(exc.status, exc.code, exc.message, headers=exc.headers)
 
     async def _route(self, request: Request) -> Response | StreamResponse:
         method, path = request.method, request.path
+        if path == "/metrics":
+            _allow(method, "GET")
+            if self.metrics is None:
+                raise ApiError(404, "not_found", "no route /metrics")
+            from .metrics import CONTENT_TYPE
+
+            return Response(200, self.metrics.exposition(), content_type=CONTENT_TYPE)
         if path == "/openapi.json":
             _allow(method, "GET")
             return json_response(
@@ -65,8 +89,7 @@ class App:
         if path == "/v1/sessions":
             _allow(method, "GET", "POST")
             if method == "GET":
-                rows = self.sessions.store.sessions()
-                return json_response(200, {"sessions": [row.public() for row in rows]})
+                return json_response(200, self._page(request))
             row, created = await self.sessions.create(_json(request))
             headers = [] if created else [("idempotent-replayed", "true")]
             return json_response(201, {"id": row.id, "status": row.status}, headers=headers)
@@ -94,6 +117,37 @@ class App:
         after = _last_event_id(request)
         return StreamResponse(self._events(session_id, after))
 
+    def _probe(self, request: Request) -> Response:
+        """``/healthz``: the process answers.  ``/readyz``: it should get
+        traffic: its database answers and it is not stopping."""
+        _allow(request.method, "GET")
+        if request.path == "/healthz":
+            return json_response(200, {"status": "ok"})
+        if self.sessions.draining:
+            return error_response(503, "not_ready", "this server is stopping")
+        try:
+            self.sessions.store.ping()
+        except Exception as exc:
+            return error_response(
+                503, "not_ready", f"the database does not answer: {type(exc).__name__}"
+            )
+        return json_response(200, {"status": "ready"})
+
+    def _page(self, request: Request) -> dict[str, Any]:
+        """One page of sessions, oldest first; ``next`` (only when there are
+        more) is the ``after`` of the next page."""
+        limit_text = (request.query.get("limit") or [str(DEFAULT_PAGE)])[0]
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE:
+            raise ApiError(400, "bad_request", f"limit must be a whole number from 1 to {MAX_PAGE}")
+        limit = int(limit_text)
+        after_given = request.query.get("after")
+        after = _cursor_value(after_given[0]) if after_given else None
+        rows = self.sessions.store.sessions_page(limit=limit + 1, after=after)
+        page: dict[str, Any] = {"sessions": [row.public() for row in rows[:limit]]}
+        if len(rows) > limit:
+            page["next"] = _cursor(rows[limit - 1].created_at, rows[limit - 1].id)
+        return page
+
     async def _events(self, session_id: str, after: int) -> Any:
         """Server-sent events: each stored event as ``id: N`` + ``data: {json}``,
         then the live ones, until the session is closed or failed."""
@@ -105,6 +159,8 @@ class App:
                 last = seq
                 quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
+            if self.streams_ending:
+                return
             status = self.sessions.store.status_of(session_id)
             if status is None or status in FINAL_STATUSES:
                 if not any(True for _ in self.sessions.store.events(session_id, after=last)):
@@ -120,6 +176,25 @@ class App:
             if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
                 quiet_since = time.monotonic()
                 yield b": keep-alive\n\n"
+
+
+def _cursor(created_at: float, session_id: str) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(f"{created_at!r} {session_id}".encode()).decode()
+
+
+def _cursor_value(text: str) -> tuple[float, str]:
+    import base64
+    import binascii
+
+    try:
+        stamp, session_id = base64.urlsafe_b64decode(text.encode()).decode().split(" ")
+        return float(stamp), session_id
+    except (ValueError, binascii.Error, UnicodeError):
+        raise ApiError(
+            400, "bad_request", "after must be the next of a previous page, unchanged"
+        ) from None
 
 
 def _allow(method: str, *allowed: str) -> None:
@@ -143,9 +218,20 @@ def _json(request: Request) -> Any:
         raise ApiError(400, "bad_request", f"the body must be JSON: {exc}") from None
 
 
+#: The largest event number a client may name (a 64-bit column's bound).
+_MAX_EVENT_ID = 2**62
+
+
 def _last_event_id(request: Request) -> int:
-    text = request.headers.get("last-event-id") or (request.query.get("after") or ["0"])[0]
-    return int(text) if text.isdigit() else 0
+    """Where a stream resumes: ``Last-Event-ID`` (what a browser resends; a
+    value that is not a number starts from the first event), or ``?after=N``."""
+    after = (request.query.get("after") or ["0"])[0]
+    if not after.isdigit():
+        raise ApiError(400, "bad_request", "after must be an event number (0, 1, ...)")
+    header = request.headers.get("last-event-id", "").strip()
+    if header:
+        after = header if header.isdigit() else "0"
+    return min(int(after), _MAX_EVENT_ID)
 
 
 def openapi(agents: list[str], max_sessions: int = DEFAULT_MAX_SESSIONS) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,7 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
             problems = [str(p) for p in exc.problems]
             raise ServeError(f"{len(problems)} problem(s) in {file}", problems) from None
         name = compiled.agent.name
+        _check_extras(file, compiled.agent.environment)
         if name in agents:
             raise ServeError(
                 f"two files declare an agent named {name!r}: {agents[name].path} and {file}"
@@ -98,6 +99,20 @@ def load_agents(files: Sequence[str], output_dir: Path) -> dict:
             name=name, path=Path(file).resolve(), backend=compiled.agent.environment.backend
         )
     return agents
+
+
+def _check_extras(where: str, environment: Any) -> None:
+    """Stop before listening when ``where``'s backend needs an extra that is not
+    installed (every session would fail); other problems a backend reports
+    here (a token not set yet) are the sessions' to meet."""
+    from ..core.errors import MissingExtraError
+
+    try:
+        environment.check_available()
+    except MissingExtraError as exc:
+        raise ServeError(f"{where}: sandbox: {environment.backend}: {exc}") from None
+    except Exception:
+        return
 
 
 def load_python_agents(specs: Sequence[str], taken: dict) -> dict:
@@ -227,15 +242,40 @@ async def serve(
     claim_interval: float = CLAIM_INTERVAL_SECONDS,
     reattach_timeout: float | None = None,
     drain_timeout: float = DRAIN_SECONDS,
+    limit_concurrency: int | None = None,
+    forwarded_allow_ips: str | None = None,
+    root_path: str = "",
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+    retain_days: float | None = None,
     say: Callable[[str], None] = lambda line: print(f"runner: {line}", file=sys.stderr),
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Sessions left open stay in the database and
     are resumed by the next start (or, on PostgreSQL, by another server)."""
+    try:
+        from . import asgi
+    except ModuleNotFoundError as exc:
+        raise ServeError(
+            f"runner serve needs the 'serve' extra ({exc.name} is not installed): "
+            "pip install 'sandbox-runner[serve]'"
+        ) from None
     from .app import App
-    from .http_server import serve_forever
+    from .metrics import Metrics
     from .sessions import DEFAULT_MAX_SESSIONS, Sessions
     from .store.base import StoreError
 
+    settings = asgi.HttpSettings(
+        max_body_bytes=max_body_bytes,
+        limit_concurrency=limit_concurrency or asgi.LIMIT_CONCURRENCY,
+        forwarded_allow_ips=forwarded_allow_ips,
+        root_path=root_path.rstrip("/"),
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+    )
+    if bool(ssl_certfile) != bool(ssl_keyfile):
+        raise ServeError("--ssl-certfile and --ssl-keyfile go together: give both or neither")
+    if ssl_certfile and ssl_keyfile:
+        _check_tls(ssl_certfile, ssl_keyfile)
     token, generated = server_token(host)
     if max_sessions is None:
         max_sessions = DEFAULT_MAX_SESSIONS
@@ -260,7 +300,9 @@ async def serve(
     url_host = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::", ""):  # all addresses: other servers reach it by name
         url_host = socket.gethostname()
-    url = f"http://{url_host}:{bound}"
+    scheme = "https" if ssl_certfile else "http"
+    url = f"{scheme}://{url_host}:{bound}"
+    sockets = [one.extra(anyio.abc.SocketAttribute.raw_socket) for one in listener.listeners]
     sessions: Sessions | None = None
     try:
         async with anyio.create_task_group() as tg:
@@ -274,9 +316,24 @@ async def serve(
                 **({} if reattach_timeout is None else {"reattach_timeout": reattach_timeout}),
             )
             resumed = await sessions.resume_all()
-            app = App(sessions, token=token)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, sessions, drain_timeout, say)
-            tg.start_soon(serve_forever, listener, app, max_body_bytes)
+            metrics = Metrics(store.count_by_status)
+            sessions.on_event = metrics.event
+            app = App(sessions, token=token, metrics=metrics)
+            adapter = asgi.AsgiAdapter(
+                app, max_body_bytes=max_body_bytes, observe=_observer(metrics)
+            )
+            server = asgi.http_server(adapter, settings)
+            stopped = anyio.Event()
+
+            async def stop_serving() -> None:
+                app.end_streams()
+                await asgi.stop_http(server, stopped)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(_stop_on_signal, stop_serving, sessions, drain_timeout, say)
+            tg.start_soon(asgi.serve_http, server, sockets, stopped)
+            if retain_days is not None:
+                tg.start_soon(_retain, store, retain_days)
             if not store.exclusive:
                 store.watch_connection(lambda exc: _stop_now(exc, say))  # type: ignore[attr-defined]
                 tg.start_soon(_watch_claims, sessions, claim_interval, say)
@@ -292,6 +349,68 @@ async def serve(
         if sessions is not None:
             sessions.close_pools()
         store.close()
+
+
+#: How often ``--retain-days`` looks for closed sessions to delete (and at start).
+RETENTION_SWEEP_SECONDS = 3600.0
+
+
+async def _retain(store: Any, days: float) -> None:
+    """Delete the sessions closed or failed more than ``days`` days ago, with
+    their events and journal: at start, then every hour."""
+    import logging
+    import time
+
+    logger = logging.getLogger("runner.serve.service")
+    while True:
+        try:
+            deleted = store.delete_final_before(time.time() - days * 86400)
+        except Exception as exc:  # the database is down: the next sweep tries again
+            logger.warning("--retain-days: cannot delete old sessions: %s", exc)
+        else:
+            if deleted:
+                logger.info("deleted %d session(s) closed more than %g day(s) ago", deleted, days)
+        await anyio.sleep(RETENTION_SWEEP_SECONDS)
+
+
+def _observer(metrics: Any) -> Callable[[str, str, int, float], None]:
+    """After each request: its latency in the metrics, and a log line."""
+    import logging
+
+    from .metrics import route_of
+
+    log = logging.getLogger("runner.serve.http")
+
+    def observe(method: str, path: str, status: int, seconds: float) -> None:
+        route = route_of(path)
+        metrics.request(method, route, status, seconds)
+        if route != "other":  # a scanner's paths are not logged
+            log.info(
+                "%s %s %d %.1f ms",
+                method,
+                path,
+                status,
+                seconds * 1000,
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 1),
+                },
+            )
+
+    return observe
+
+
+def _check_tls(certfile: str, keyfile: str) -> None:
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ServeError(
+            f"cannot use --ssl-certfile {certfile} with --ssl-keyfile {keyfile}: {exc}"
+        ) from None
 
 
 def open_store(db: str | Path) -> Any:
@@ -327,7 +446,7 @@ def _stop_now(exc: Exception, say: Callable[[str], None]) -> None:
 
 
 async def _stop_on_signal(
-    scope: anyio.CancelScope, sessions: Any, drain: float, say: Callable[[str], None]
+    stop: Callable[[], Awaitable[None]], sessions: Any, drain: float, say: Callable[[str], None]
 ) -> None:
     """SIGTERM or SIGINT: drain, then stop.  No session is failed by a stop.
 
@@ -359,7 +478,7 @@ async def _stop_on_signal(
                 "are, to resume at the next start or on another server",
             )
         say("stopped; sessions left open resume at the next start")
-        scope.cancel()
+        await stop()
 
 
 def _exit_now(say: Callable[[str], None], why: str) -> None:

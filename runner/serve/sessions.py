@@ -104,6 +104,8 @@ class Sessions(Recovery):
         self.max_sessions = max_sessions
         #: Set on SIGTERM: no new session or message; running work may finish.
         self.draining = False
+        #: Called with every event stored (the metrics count them).
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
         #: Work running in this server's tasks (a start, a turn, a close).
         self.busy = 0
         self._idle = anyio.Event()
@@ -186,7 +188,10 @@ class Sessions(Recovery):
         def record(event: dict[str, Any]) -> None:
             if event.get("session_id") not in (None, session_id):
                 return
+            event = _error_to_log(session_id, event)
             self.store.add_event(session_id, event)
+            if self.on_event is not None:
+                self.on_event(event)
             if event["event"] in ("hook_started", "hook_finished", "hook_failed", "hook_cancelled"):
                 follow_hook_clock(self.store, plan, session_id, event, live.sandbox)
             if event["event"] == "hook_finished":
@@ -281,12 +286,13 @@ class Sessions(Recovery):
         if unknown:
             raise ApiError(400, "bad_request", f"unknown field(s): {', '.join(sorted(unknown))}")
         name = body.get("agent")
-        if name is None and len(self.agents) == 1:
+        if "agent" not in body and len(self.agents) == 1:
             name = next(iter(self.agents))
         if not isinstance(name, str) or name not in self.agents:
             served = ", ".join(sorted(self.agents))
             raise ApiError(400, "unknown_agent", f"unknown agent {name!r} (served: {served})")
-        raw = body.get("inputs") or {}
+        raw = body.get("inputs")
+        raw = {} if raw is None else raw
         if not isinstance(raw, dict):
             raise ApiError(400, "bad_input", "inputs must be an object of input_id: value")
         key = body.get("idempotency_key")
@@ -545,7 +551,10 @@ class Sessions(Recovery):
 
     def _finish_close(self, session_id: str, session: Session) -> None:
         self.live.pop(session_id, None)
-        failures = [str(f) for f in session.destroy_failures]
+        # The hook and the type only, as in events (the engine logged the rest).
+        failures = [
+            f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures
+        ]
         self._set(
             session_id,
             status="failed" if failures else "closed",
@@ -562,10 +571,31 @@ def _hide_secrets(text: str, live: Live) -> str:
     return scrub(text, secret_strings(live.inputs.values()))
 
 
+def _error_to_log(session_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A ``hook_failed`` or ``step_failed`` event as clients and the database
+    get it: the hook (and step) and the exception type, no message.  The
+    message (scrubbed) goes to the server's log at DEBUG, shown only with
+    ``RUNNER_DEBUG=1`` (the seeds' rule for a deployed agent)."""
+    if event.get("event") not in ("hook_failed", "step_failed") or "error" not in event:
+        return event
+    where = f"{event.get('hook')}.{event.get('point')}"
+    if "step" in event:
+        where += f" step {event['step'] + 1}"
+    logger.debug(
+        "session %s: hook %s failed: %s: %s",
+        session_id,
+        where,
+        event.get("error_type"),
+        scrubbed(event["error"]),
+        extra={"session_id": session_id},
+    )
+    return {key: value for key, value in event.items() if key != "error"}
+
+
 def _start_error(exc: BaseException, live: Live) -> str:
     """Why a session failed to start.  As the seeds say of a deployed agent, a
     hook's failure names only the hook and the exception type; its full
-    (scrubbed) message is in the session's ``hook_failed``/``step_failed`` events."""
+    (scrubbed) message is in the server's log, at DEBUG (``_error_to_log``)."""
     hook = getattr(exc, "runner_hook", None)
     if hook:
         return f"hook {hook[0]}.{hook[1]} failed: {type(exc).__name__}"

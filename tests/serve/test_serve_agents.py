@@ -429,7 +429,13 @@ def test_a_python_hook_that_calls_differently_on_replay_fails_with_the_reason(
     tmp_path: Path, go: Path
 ) -> None:
     write_module(tmp_path, slow_hooks="Counted(), Wandering()")
-    server = Server([yaml_agent(tmp_path)], tmp_path, args=["--agent", "py_agents:slow"])
+    # The reason is in the server's log, with the debug switch (the seeds' rule).
+    server = Server(
+        [yaml_agent(tmp_path)],
+        tmp_path,
+        args=["--agent", "py_agents:slow"],
+        env={"RUNNER_DEBUG": "1"},
+    )
     try:
         server.start()
         session_id, workspace = start_slow(server)
@@ -442,8 +448,9 @@ def test_a_python_hook_that_calls_differently_on_replay_fails_with_the_reason(
             assert session["status"] == "failed"
             assert session["error"] == "hook Wandering.on_create failed: ReplayMismatchError"
             failed = [e for e in sse_events(client, session_id) if e["event"] == "hook_failed"]
-        assert "sandbox call 1 was execute('echo " in failed[-1]["error"]
-        assert "must make the same calls in the same order" in failed[-1]["error"]
+        assert failed[-1]["error_type"] == "ReplayMismatchError" and "error" not in failed[-1]
+        assert "sandbox call 1 was execute('echo " in server.stderr()
+        assert "must make the same calls in the same order" in server.stderr()
         # The session unwound as after any failed on_create: the finished
         # hook's on_destroy ran, the sandbox is gone.
         assert lines(tmp_path / "destroyed.count") == 1

@@ -98,7 +98,7 @@ class Server:
             )
 
         def listening() -> str | None:
-            found = re.search(r"on (http://127\.0\.0\.1:\d+) ", self.stderr())
+            found = re.search(r"on (https?://127\.0\.0\.1:\d+) ", self.stderr())
             if found is None and self.process.poll() is not None:
                 raise AssertionError(
                     f"the server exited {self.process.returncode}: {self.stderr()}"

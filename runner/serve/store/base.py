@@ -283,6 +283,45 @@ class Store:
         rows = self._rows(f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at")
         return [_row(r) for r in rows]
 
+    def sessions_page(
+        self, *, limit: int, after: tuple[float, str] | None = None
+    ) -> list[SessionRow]:
+        """Up to ``limit`` sessions, oldest first, after the one at
+        ``(created_at, id)`` (a page's last row, which may be gone since)."""
+        args: tuple[Any, ...] = ()
+        where = ""
+        if after is not None:
+            where = " WHERE created_at > ? OR (created_at = ? AND id > ?)"
+            args = (after[0], after[0], after[1])
+        rows = self._rows(
+            f"SELECT {_COLUMNS} FROM sessions{where} ORDER BY created_at, id LIMIT ?",
+            (*args, limit),
+        )
+        return [_row(r) for r in rows]
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many sessions the database holds, by status (every server's)."""
+        return dict(self._rows("SELECT status, COUNT(*) FROM sessions GROUP BY status"))
+
+    def ping(self) -> None:
+        """Raise ``StoreError`` if the database does not answer."""
+        self._rows("SELECT 1")
+
+    def delete_final_before(self, cutoff: float) -> int:
+        """Delete the closed and failed sessions last changed before ``cutoff``
+        (a time), with their events and journal, in one transaction; how many."""
+        old = f"SELECT id FROM sessions WHERE status IN {FINAL_STATUSES!r} AND updated_at < ?"
+        ((count,),) = self._rows(f"SELECT COUNT(*) FROM ({old}) AS old", (cutoff,))
+        if count:
+            self._atomically(
+                [
+                    (f"DELETE FROM events WHERE session_id IN ({old})", (cutoff,)),
+                    (f"DELETE FROM steps WHERE session_id IN ({old})", (cutoff,)),
+                    (f"DELETE FROM sessions WHERE id IN ({old})", (cutoff,)),
+                ]
+            )
+        return int(count)
+
     def count_open(self) -> int:
         """How many sessions this server runs that are not closed or failed
         (``--max-sessions`` counts these; on SQLite, all of the file's)."""

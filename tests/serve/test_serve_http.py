@@ -1,0 +1,142 @@
+"""The HTTP options ``runner serve`` passes to uvicorn: ``--limit-concurrency``,
+``--root-path``, TLS.  Real server process, real sockets."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import textwrap
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from serve_process import TOKEN, Server
+
+
+def agent_file(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            agent:
+              name: plain
+              model: local-model
+              environment: {sandbox: local}
+            """
+        )
+    )
+    return path
+
+
+def test_connections_beyond_limit_concurrency_get_503_until_they_go(tmp_path: Path) -> None:
+    server = Server([agent_file(tmp_path)], tmp_path, args=["--limit-concurrency", "3"])
+    with server:
+        address = urlsplit(server.url)
+        idle = [socket.create_connection((address.hostname, address.port)) for _ in range(3)]
+        try:
+            with server.client() as client:
+                refused = client.get("/v1/sessions")
+            assert refused.status_code == 503
+        finally:
+            for sock in idle:
+                sock.close()
+        with server.client() as client:
+
+            def answered() -> bool:
+                return client.get("/v1/sessions").status_code == 200
+
+            from serve_process import wait_for
+
+            wait_for(answered, what="the connections to be counted out")
+        assert server.process.poll() is None
+
+
+def test_root_path_strips_the_prefix_a_proxy_serves_under(tmp_path: Path) -> None:
+    server = Server([agent_file(tmp_path)], tmp_path, args=["--root-path", "/runner/"])
+    with server, server.client() as client:
+        # The proxy strips /runner before forwarding: the routes are unchanged.
+        assert client.get("/v1/sessions").json() == {"sessions": []}
+        missing = client.get("/v2/nothing")
+        assert missing.status_code == 404
+        assert missing.json()["message"] == "no route /v2/nothing"
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+def test_tls_with_a_certificate_and_key(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    args = ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+    with Server([agent_file(tmp_path)], tmp_path, args=args) as server:
+        assert server.url.startswith("https://")
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        trusted = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(base_url=server.url, headers=headers, verify=trusted) as client:
+            assert client.get("/v1/sessions").status_code == 200
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port
+            httpx.get(server.url.replace("https", "http") + "/v1/sessions", timeout=10)
+        assert server.process.poll() is None
+
+
+def test_a_key_that_is_not_the_certificates_stops_the_start(
+    tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    cert, _ = certificate
+    args = ["--ssl-certfile", str(cert), "--ssl-keyfile", str(cert)]
+    server = Server([agent_file(tmp_path)], tmp_path, args=args)
+    with pytest.raises(AssertionError, match="exited 2"):
+        server.start()
+    assert f"cannot use --ssl-certfile {cert} with --ssl-keyfile {cert}" in server.stderr()
+
+
+def test_an_event_stream_open_at_sigterm_ends_cleanly(tmp_path: Path) -> None:
+    """A stopping server ends its event streams at an event's end (the client
+    reconnects with Last-Event-ID), rather than cutting them off."""
+    import threading
+
+    from serve_process import wait_status
+
+    server = Server([agent_file(tmp_path)], tmp_path)
+    server.start()
+    ended: list[str] = []
+    try:
+        with server.client() as client:
+            session_id = client.post("/v1/sessions", json={"agent": "plain"}).json()["id"]
+            wait_status(client, session_id, "waiting")
+
+            opened = threading.Event()
+
+            def follow() -> None:
+                try:
+                    with client.stream("GET", f"/v1/sessions/{session_id}/events") as response:
+                        for _ in response.iter_lines():
+                            opened.set()
+                    ended.append("cleanly")
+                except httpx.HTTPError as exc:
+                    ended.append(type(exc).__name__)
+
+            following = threading.Thread(target=follow)
+            following.start()
+            assert opened.wait(timeout=30)
+            assert server.terminate() == 0
+            following.join(timeout=30)
+    finally:
+        server.stop()
+    assert ended == ["cleanly"]
+    assert "Traceback" not in server.stderr(), server.stderr()
