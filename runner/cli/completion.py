@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import click
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  runner completion bash > ~/.local/share/bash-completion/completions/runner
+  runner completion fish > ~/.config/fish/completions/runner.fish
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
     """Print the shell completion script for SHELL (click's), for commands,

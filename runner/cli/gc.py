@@ -8,8 +8,15 @@ from .common import (
     fail,
 )
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  runner gc
+"""
+
+
+@click.command(epilog=EXAMPLES)
 def gc() -> None:
     """Remove sandbox containers that expired or whose runner process is gone,
     and snapshots older than 7 days, beyond the 20 newest, or beyond 20 GiB.  Containers of

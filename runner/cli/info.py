@@ -336,7 +336,16 @@ def _echo_verdict(file: str, readiness: _Readiness) -> None:
     _say(f"ready: {file} can run here{notes}")
 
 
-@click.command()
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
+
+\b
+  runner info                 # Docker, isolation, extras, keys
+  runner info agent.yaml      # and what the file needs
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 def info(file: str | None) -> None:
     """What can run here: Docker, images, extras, keys; with FILE, what FILE needs.

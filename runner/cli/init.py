@@ -43,7 +43,15 @@ agent:
 """
 
 
-@click.command()
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
+
+\b
+  runner init agent.yaml
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("path", default="runner.yaml", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite an existing file (the YAML or the schema).")
 def init(path: str, force: bool) -> None:

@@ -12,8 +12,15 @@ from .common import (
     input_values,
 )
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  runner render agent.yaml --inputs values.yaml | less
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("file", type=click.Path(dir_okay=False))
 @input_options
 @backend_options

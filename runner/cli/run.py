@@ -45,7 +45,18 @@ class _RunCommand(click.Command):
             raise
 
 
-@click.command(cls=_RunCommand)
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
+
+\b
+  runner run agent.yaml --input acme.repo.url=https://example.com/r.git
+  runner run agent.yaml --inputs values.yaml --prompt 'Fix the failing test'
+  runner run agent.yaml --sandbox local --json > events.jsonl
+  runner run agent.yaml --input-sets sets.yaml --parallel 8
+"""
+
+
+@click.command(cls=_RunCommand, epilog=EXAMPLES)
 @click.argument("file", type=click.Path(dir_okay=False))
 @input_options
 @click.option("--prompt", help="A message for the agent; without one, only the lifecycle runs.")

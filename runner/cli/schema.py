@@ -6,8 +6,16 @@ from pathlib import Path
 
 import click
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  runner schema > runner.schema.json
+  runner schema --events      # of the --json events
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.option(
     "--events", is_flag=True, help="The schema of the `run --json` events instead of the YAML's."
 )

@@ -8,8 +8,16 @@ from .common import (
     fail,
 )
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  RUNNER_SERVE_TOKEN=... runner serve agent.yaml --port 8765
+  runner serve a.yaml b.yaml --db postgresql://runner@db/runner
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option(
     "--agent",

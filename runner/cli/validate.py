@@ -12,8 +12,16 @@ from .common import (
     fail,
 )
 
+#: Shown under --help (``\b``: click keeps these lines as they are).
+EXAMPLES = """Examples:
 
-@click.command()
+\b
+  runner validate agent.yaml
+  runner validate .github/runner/*.yaml --format github
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
     "--format",
