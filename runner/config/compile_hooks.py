@@ -230,11 +230,9 @@ class HooksCompiler(CompilerBase):
                 continue
             where = (*path, "cache")
             if backend != "docker":
-                self.problem(
-                    where,
-                    f"cache: true needs sandbox: docker (sandbox: {backend} cannot snapshot a "
-                    "workspace)",
-                )
+                # One file runs everywhere it can (issue 31): the hook runs its
+                # on_create in every session, as with --no-cache, and the
+                # agent's SnapshotWarning becomes one notice (cli.common).
                 continue
             if not leading:
                 self.problem(

@@ -581,9 +581,20 @@ def test_a_tmpfs_workspace_can_be_cached(tmp_path: Path) -> None:
     assert agent.environment.saved_tmpfs_dirs() == ["/workspace", "/home/sandbox"]
 
 
-def test_cache_on_a_backend_that_cannot_snapshot_is_a_validation_error(tmp_path: Path) -> None:
-    message = problems_of(write_yaml(tmp_path, sandbox="local"))
-    assert "cache: true needs sandbox: docker (sandbox: local" in message
+def test_cache_on_a_backend_that_cannot_snapshot_runs_the_hook_every_time(tmp_path: Path) -> None:
+    """A file that says ``sandbox: local`` and ``cache: true`` runs (it was a
+    validation error, against "one file runs everywhere it can"): the hook's
+    on_create runs in every session, as with --no-cache, and the agent says
+    so once (the CLI shows it as one notice)."""
+    import warnings
+
+    from runner.core.snapshot_keys import SnapshotWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        agent = compile_document(load_file(str(write_yaml(tmp_path, sandbox="local")))).agent
+    said = [str(w.message) for w in caught if issubclass(w.category, SnapshotWarning)]
+    assert len(said) == 1 and "cannot snapshot a workspace" in said[0]
 
 
 def test_cache_with_save_or_session_id_is_a_validation_error(tmp_path: Path) -> None:
