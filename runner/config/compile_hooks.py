@@ -31,6 +31,17 @@ from .templates import Template
 class HooksCompiler(CompilerBase):
     """The hooks of ``environment.hooks``."""
 
+    def environment_env(self) -> frozenset[str]:
+        """The names ``agent.environment.env`` exports to every command."""
+        agent = self.data.get("agent")
+        environment = agent.get("environment") if isinstance(agent, dict) else None
+        env = environment.get("env") if isinstance(environment, dict) else None
+        return (
+            frozenset(name for name in env if isinstance(name, str))
+            if isinstance(env, dict)
+            else frozenset()
+        )
+
     def compile_step(self, path: JsonPath, spec: Mapping[str, Any]) -> tuple[Step | None, list]:
         label = spec.get("name")
         templates: list[Template | None] = []
@@ -61,7 +72,10 @@ class HooksCompiler(CompilerBase):
                 shell=True,
                 tainted=tainted,
                 consumers=self.consumers(path, spec),
-                exported=frozenset(env),  # static names too: a value assigned later is exported
+                # exported before the script runs, so a value it assigns to one is
+                # exported too: the step's env: (static names too), its secrets:
+                # and the environment's env: (the twelfth review)
+                exported=frozenset(env) | set(spec.get("secrets") or {}) | self.environment_env(),
             )
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})

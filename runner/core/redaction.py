@@ -50,6 +50,10 @@ def _undecodable_forms(text: str) -> set[str]:
         ),
         b64,
         b64.rstrip("="),
+        raw.hex(),
+        raw.hex().upper(),
+        base64.b32encode(raw).decode("ascii"),
+        base64.b32encode(raw).decode("ascii").rstrip("="),
         base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
     }
 
@@ -132,6 +136,11 @@ def secret_forms(text: str) -> set[str]:
             re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url_encoded),
             b64,
             b64.rstrip("="),
+            # xxd -p, od and hexdump print hex; base32 (the twelfth review)
+            original.hex(),
+            original.hex().upper(),
+            base64.b32encode(original).decode("ascii"),
+            base64.b32encode(original).decode("ascii").rstrip("="),
             base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
         }
     )

@@ -402,6 +402,8 @@ STRICT_FLOWS = [
     ("V={{ x.cmd }}; export V\ncat <<EOF >/dev/null\n`printenv V | sh`\nEOF", ["grep"]),
     ('read -r m <<< {{ x.name }}; echo "$m" {a[m]}>/dev/null', ["grep"]),
     ('{ m="$(</dev/stdin)"; } <<< {{ x.name }}; echo "$(( m + 1 ))"', ["grep"]),
+    # the twelfth review: a nested subscript in a descriptor variable
+    ('read -r m <<< {{ x.name }}; echo "$m" {a[b[m]]}>/dev/null', ["grep"]),
 ]
 
 

@@ -515,3 +515,63 @@ def test_the_eleventh_reviews_programs_are_executors(name) -> None:
     from runner.config.shell.rules import is_executor
 
     assert is_executor(name)
+
+
+# --- the twelfth review ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'echo {0} >/dev/null & v="$(jobs)"; echo "$(( v ))"',  # jobs prints the command
+        'echo {0}; v="$(cat /pro\'\'c/$$/cmdline)"; echo "$(( v ))"',  # quotes removed
+        'echo {0}; v="$(pstree.x11 -a -p $$)"; echo "$(( v ))"',  # a lister's other name
+    ],
+)
+def test_the_twelfth_reviews_readers_carry_values(script) -> None:
+    assert "arithmetic" in {f[1] for f in findings(script)}, script
+
+
+def test_a_program_the_script_links_is_not_a_consumer() -> None:
+    found = check_script(
+        "link /usr/bin/dash grep; ./grep -c 'RVx0'", ["'RVx0'"], consumers=["grep"]
+    )
+    assert found, "./grep is dash, made by link"
+
+
+@pytest.mark.parametrize(
+    "name", ["dbus-send", "dbus-monitor", "not", "sdiff", "make-first-existing-target"]
+)
+def test_the_twelfth_reviews_programs_are_executors(name) -> None:
+    from runner.config.shell.rules import is_executor
+
+    assert is_executor(name)
+
+
+def test_the_environment_and_secret_names_count_as_exported(tmp_path) -> None:
+    """``environment.env`` and a step's ``secrets:`` names are exported before
+    the script runs: ``app={{ x }}; make`` hands make the value."""
+    from runner.config import ConfigError, load
+
+    def config(environment_env: str, secrets: str) -> object:
+        path = tmp_path / "agent.yaml"
+        path.write_text(
+            "version: 1\n"
+            "secrets:\n  tok: {from_env: TOK}\n"
+            "inputs:\n  acme.x:\n    as: x\n"
+            "    schema: {type: object, properties: {v: {type: string}}}\n"
+            "agent:\n  model: m\n  environment:\n    sandbox: local\n"
+            f"{environment_env}"
+            "    hooks:\n      - name: h\n        on_create:\n"
+            "          - run: app={{ x.v }}; make -s\n"
+            f"{secrets}"
+        )
+        return load(path)
+
+    config("", "")  # app is not known to be exported: accepted
+    for environment_env, secrets in (
+        ("    env: {app: demo}\n", ""),
+        ("", "            secrets: {app: tok}\n"),
+    ):
+        with pytest.raises(ConfigError, match="make runs with a value in its environment"):
+            config(environment_env, secrets)

@@ -292,6 +292,9 @@ URL_ENCODERS = {
     # openssl at 64 (the eleventh review: a long secret leaked wrapped)
     "base64-wrapped": ["base64"],
     "openssl-base64": ["openssl", "base64"],
+    # hex and base32 (the twelfth review)
+    "xxd-hex": ["xxd", "-p", "-c", "256"],
+    "base32": ["base32", "-w", "0"],
     "jq-uri": ["jq", "-Rrj", "@uri"],
     "form-plus": [
         "python3",

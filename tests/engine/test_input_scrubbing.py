@@ -221,6 +221,9 @@ def test_the_forms_of_a_secret_with_a_single_quote_are_exactly_these() -> None:
         "it%27s",
         "aXQncw==",
         "aXQncw",
+        "69742773",  # hex (xxd -p)
+        "NF2CO4Y=",  # base32
+        "NF2CO4Y",
     }
 
 
@@ -278,6 +281,10 @@ def test_the_forms_of_a_secret_with_non_ascii_and_backslashed_characters_are_exa
         "w6k/Pi8iJGA=",
         "w6k/Pi8iJGA",
         "w6k_Pi8iJGA",
+        "c3a93f3e2f222460",
+        "C3A93F3E2F222460",
+        "YOUT6PRPEISGA===",
+        "YOUT6PRPEISGA",
     }
 
 
@@ -534,7 +541,16 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
     """declare -p backslashes only \\ " $ `; $'...' comes with UTF-8 kept and as
     octal; a text that is not even surrogate-escaped is URL-quoted from its
     UTF-8 bytes; an unpadded base64 form is the base64 itself."""
-    assert secret_forms("aXb$") == {"aXb$", "aXb\\$", "aXb%24", "YVhiJA==", "YVhiJA"}
+    assert secret_forms("aXb$") == {
+        "aXb$",
+        "aXb\\$",
+        "aXb%24",
+        "YVhiJA==",
+        "YVhiJA",
+        "61586224",
+        "MFMGEJA=",
+        "MFMGEJA",
+    }
     assert secret_forms("é\x01z") == {
         "é\x01z",
         "é\\001z",  # $'...' in a UTF-8 locale
@@ -546,6 +562,10 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "%c3%a9%01z",
         "w6kBeg==",
         "w6kBeg",
+        "c3a9017a",
+        "C3A9017A",
+        "YOUQC6Q=",
+        "YOUQC6Q",
     }
     assert secret_forms("ab\ud800cd") == {
         "ab\ud800cd",
@@ -555,8 +575,13 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "ab%ed%a0%80cd",
         "YWLtoIBjZA==",
         "YWLtoIBjZA",
+        "6162eda0806364",
+        "6162EDA0806364",
+        "MFRO3IEAMNSA====",
+        "MFRO3IEAMNSA",
     }
-    assert secret_forms("abW") == {"abW", "YWJX"}  # no form with its last X stripped
+    # no form with its last X stripped
+    assert secret_forms("abW") == {"abW", "YWJX", "616257", "MFRFO===", "MFRFO"}
 
 
 def test_an_instance_of_another_class_with_the_same_input_id_is_taken_by_its_value() -> None:

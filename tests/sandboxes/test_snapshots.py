@@ -592,7 +592,7 @@ def test_cache_on_a_backend_that_cannot_snapshot_runs_the_hook_every_time(tmp_pa
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        agent = compile_document(load_file(str(write_yaml(tmp_path, sandbox="local")))).agent
+        compile_document(load_file(str(write_yaml(tmp_path, sandbox="local"))))
     said = [str(w.message) for w in caught if issubclass(w.category, SnapshotWarning)]
     assert len(said) == 1 and "cannot snapshot a workspace" in said[0]
 

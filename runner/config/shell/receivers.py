@@ -48,7 +48,31 @@ class ReceiverCheck(CheckState):
     """The receivers of values, and the files values are written to."""
 
     #: Programs whose file arguments are files they write.
-    _MAKERS = frozenset({"cp", "mv", "ln", "install", "rsync", "dd", "tee", "sponge", "touch"})
+    _MAKERS = frozenset(
+        {
+            "cp",
+            "mv",
+            "ln",
+            "install",
+            "rsync",
+            "dd",
+            "tee",
+            "sponge",
+            "touch",
+            # the twelfth review: `link /usr/bin/dash grep; ./grep -c VALUE`
+            "link",
+            "objcopy",
+            "strip",
+            "zstd",
+            "unzstd",
+            "gzip",
+            "gunzip",
+            "xz",
+            "unxz",
+            "bzip2",
+            "bunzip2",
+        }
+    )
 
     def receiver(self, command: Any, resolved: Command, via: str) -> None:
         """``command`` (running ``resolved``) receives a value ``via`` its argv,
@@ -190,8 +214,9 @@ class ReceiverCheck(CheckState):
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name is None:
                 continue
-            if resolved.name in _PROCESS_LISTERS or any(
-                _PROCESS_TEXT.search(self.text(w)) for w in resolved.arguments
+            if resolved.name.split(".", 1)[0] in _PROCESS_LISTERS or any(
+                _PROCESS_TEXT.search(self.tree.static(w) or _UNQUOTED.sub("", self.text(w)))
+                for w in resolved.arguments
             ):
                 readers.append(command)
                 continue
@@ -422,8 +447,11 @@ class ReceiverCheck(CheckState):
 #: the process's own stdin and descriptors, and /proc (a command line, an
 #: environment).
 _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
+#: Quotes and backslashes, removed from a word's text before it is matched
+#: against ``_PROCESS_TEXT`` (``/pro''c/$$/cmdline`` is ``/proc/...`` to bash).
+_UNQUOTED = re.compile(r"['\"\\]")
 #: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
-_PROCESS_LISTERS = frozenset({"ps", "pgrep", "pstree", "top", "htop"})
+_PROCESS_LISTERS = frozenset({"ps", "pgrep", "pstree", "top", "htop", "jobs"})
 
 
 def may_be_exported(name: str) -> bool:

@@ -329,6 +329,14 @@ _INTERPRETER = re.compile(
 EXECUTOR_SUPPLEMENT = frozenset(
     {
         "scriptlive",  # util-linux: runs its -c command through $SHELL (eleventh review)
+        # the twelfth review: a unixexec: bus address runs a program; LLVM's
+        # `not` runs its arguments; sdiff's `e` starts ed, whose `!` runs a
+        # shell; make-first-existing-target runs make with its options
+        "dbus-send",
+        "dbus-monitor",
+        "not",
+        "sdiff",
+        "make-first-existing-target",
         "prlimit",
         "setpriv",
         "runuser",

@@ -79,7 +79,7 @@ _BASH_ONLY = {
 #: eleventh review): a backtick in an unquoted heredoc body, and a
 #: ``{name}`` or ``{name[subscript]}`` word right before a redirect (bash
 #: assigns a descriptor to the variable, evaluating the subscript).
-_HIDDEN = re.compile(rb"`|\{[A-Za-z_][A-Za-z0-9_]*(\[[^\]\n]*\])?\}[<>]")
+_HIDDEN = re.compile(rb"`|\{[A-Za-z_][A-Za-z0-9_]*(\[[^{}\n]*\])?\}[<>]")
 
 
 class SubsetCheck(FlowCheck):
