@@ -29,7 +29,13 @@ def declared() -> set[str]:
     for name, extra in project["optional-dependencies"].items():
         if name != "test":
             requirements += extra
-    return {re.split(r"[<>=!~\[;\s]", r, maxsplit=1)[0].lower() for r in requirements}
+    return {normal(re.split(r"[<>=!~\[;\s]", r, maxsplit=1)[0]) for r in requirements}
+
+
+def normal(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``prometheus_client``
+    in an installed package's metadata is ``prometheus-client`` in pyproject)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def imported_top_level_modules() -> dict[str, str]:
@@ -57,8 +63,8 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
     for module, where in imported_top_level_modules().items():
         if module in sys.stdlib_module_names or module in ("runner", "__future__"):
             continue
-        providers = {d.lower() for d in distributions.get(module, [])}
-        providers.add(PROVIDED_BY.get(module, module).lower())
+        providers = {normal(d) for d in distributions.get(module, [])}
+        providers.add(normal(PROVIDED_BY.get(module, module)))
         if not providers & allowed:
             undeclared[module] = where
     assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
@@ -67,5 +73,5 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
 def test_the_check_sees_an_undeclared_import(tmp_path: Path) -> None:
     # The check itself bites: sniffio is installed here (httpx brings it), not declared.
     distributions = importlib.metadata.packages_distributions()
-    providers = {d.lower() for d in distributions.get("sniffio", ["sniffio"])}
+    providers = {normal(d) for d in distributions.get("sniffio", ["sniffio"])}
     assert not providers & declared()
