@@ -404,6 +404,10 @@ STRICT_FLOWS = [
     ('{ m="$(</dev/stdin)"; } <<< {{ x.name }}; echo "$(( m + 1 ))"', ["grep"]),
     # the twelfth review: a nested subscript in a descriptor variable
     ('read -r m <<< {{ x.name }}; echo "$m" {a[b[m]]}>/dev/null', ["grep"]),
+    # unset through a wrapper, and array keys with += or nested brackets
+    ("read -r m <<< {{ x.name }}; a=(1); command unset 'a[m]'", ["grep"]),
+    ("read -r m <<< {{ x.name }}; a=([m]+=1)", ["grep"]),
+    ("read -r m <<< {{ x.name }}; a=([b[m]]=1)", ["grep"]),
 ]
 
 

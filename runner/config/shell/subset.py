@@ -210,7 +210,8 @@ class SubsetCheck(FlowCheck):
                 self.assignment_construct(node)
             elif kind == "array":  # a=([k]=v): k is arithmetic
                 for element in node.named_children:
-                    key = re.match(r"\[([^\]]*)\]=", self.text(element))
+                    # [k]=, [k]+=, [b[m]]=: the whole key is arithmetic (review 12)
+                    key = re.match(r"\[(.*)\]\+?=", self.text(element), re.S)
                     if key and not key.group(1).strip().isdigit():
                         self.refuse("arithmetic", element, self.text(element)[:40])
             elif kind == "unary_expression" and tree.inside(node, ("test_command",)):
@@ -273,6 +274,10 @@ class SubsetCheck(FlowCheck):
             self.refuse("syntax", resolved.name_node, f"{name} read as a command")
             return
         statics = [self.fixed(a) for a in arguments]
+        if name == "unset":  # command unset 'a[m]': bash evaluates the subscript (review 12)
+            for word, text in zip(arguments, statics, strict=True):
+                if text is None or not (IDENTIFIER.fullmatch(text) or text in ("-v", "-f", "-n")):
+                    self.refuse("name-word", word, self.text(word)[:40])
         path = self.tree.static(resolved.name_node) or ""
         parts = [part for part in path.split("/") if part not in ("", ".")]
         if "/" in path and ("proc" in parts or "dev" in parts):  # /proc/self/exe is the shell
