@@ -526,6 +526,8 @@ def test_the_eleventh_reviews_programs_are_executors(name) -> None:
         'echo {0} >/dev/null & v="$(jobs)"; echo "$(( v ))"',  # jobs prints the command
         'echo {0}; v="$(cat /pro\'\'c/$$/cmdline)"; echo "$(( v ))"',  # quotes removed
         'echo {0}; v="$(pstree.x11 -a -p $$)"; echo "$(( v ))"',  # a lister's other name
+        'echo {0}; p=/proc; v="$(cat "$p/$$/cmdline")"; echo "$(( v ))"',  # through a variable
+        'echo {0}; cd /proc/$$ && v="$(tr -d x < cmdline)"; echo "$(( v ))"',  # relative
     ],
 )
 def test_the_twelfth_reviews_readers_carry_values(script) -> None:

@@ -210,13 +210,17 @@ class ReceiverCheck(CheckState):
                 for redirect in node.named_children:
                     if redirect.type == "file_redirect" and self.reads_process_text(redirect):
                         readers.append(redirect)
+        process_names = self.process_path_names()
         for command in self.commands:  # the script's own text, values and all
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name is None:
                 continue
+            if resolved.name in ("cd", "pushd") and any(
+                self.names_process_text(w, process_names) for w in resolved.arguments
+            ):  # cd /proc/$$; tr ... < cmdline: every relative path may be one
+                self.refuse("file-flow", command, "cd into /proc or /dev/fd", index=None)
             if resolved.name.split(".", 1)[0] in _PROCESS_LISTERS or any(
-                _PROCESS_TEXT.search(self.tree.static(w) or _UNQUOTED.sub("", self.text(w)))
-                for w in resolved.arguments
+                self.names_process_text(w, process_names) for w in resolved.arguments
             ):
                 readers.append(command)
                 continue
@@ -261,6 +265,35 @@ class ReceiverCheck(CheckState):
             if reads and resolved.name is not None:
                 readers.append(command)
         return readers
+
+    def process_path_names(self) -> set[str]:
+        """Variables the script sets to a text naming /proc or /dev/fd
+        (``p=/proc; cat "$p/$$/cmdline"``, the twelfth review)."""
+        names = set()
+        for node in self.tree.nodes:
+            if node.type == "variable_assignment":
+                value = node.child_by_field_name("value")
+                name = self.assigned_name(node)
+                if (
+                    name
+                    and value is not None
+                    and _PROCESS_TEXT.search(
+                        self.tree.static(value) or _UNQUOTED.sub("", self.text(value))
+                    )
+                ):
+                    names.add(name)
+        return names
+
+    def names_process_text(self, word: Any, process_names: set[str]) -> bool:
+        """Does ``word`` name a path under /proc or /dev/fd (after quote
+        removal, or through a variable set to one)?"""
+        if _PROCESS_TEXT.search(self.tree.static(word) or _UNQUOTED.sub("", self.text(word))):
+            return True
+        return any(
+            node.type in ("simple_expansion", "expansion")
+            and self.expanded_name(node) in process_names
+            for node in self.tree.subtree(word)
+        )
 
     def reads_process_text(self, redirect: Any) -> bool:
         """Is ``redirect`` a ``<`` from a stream or file that may hold a value
