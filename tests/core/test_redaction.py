@@ -195,6 +195,10 @@ def test_the_forms_of_bytes_that_are_not_utf8_are_those_of_the_bytes() -> None:
         "tok\\377en-\\200x",  # $'...', the same in both locales here
         "dG9r/2VuLYB4",  # base64 of the bytes (no padding to strip)
         "dG9r_2VuLYB4",  # urlsafe
+        "746f6bff656e2d8078",  # hex of the bytes (xxd -p), and upper case
+        "746F6BFF656E2D8078",
+        "ORXWX73FNYWYA6A=",  # base32 of the bytes
+        "ORXWX73FNYWYA6A",
     }
     assert _undecodable_forms("t\u00e9b\tx\udcff") == {
         "t\u00e9b\\tx\\377",  # $'...' in a UTF-8 locale: é kept
@@ -202,6 +206,10 @@ def test_the_forms_of_bytes_that_are_not_utf8_are_those_of_the_bytes() -> None:
         "dMOpYgl4/w==",
         "dMOpYgl4/w",
         "dMOpYgl4_w",
+        "74c3a9620978ff",
+        "74C3A9620978FF",
+        "OTB2SYQJPD7Q====",
+        "OTB2SYQJPD7Q",
     }
     # é and a lone surrogate outside the escaped range are not bytes that failed to decode
     assert _undecodable_forms("é-secret") == _undecodable_forms("ab\ud800cd") == set()
