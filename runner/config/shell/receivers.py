@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .rules import (
@@ -205,11 +206,8 @@ class ReceiverCheck(CheckState):
                 resolved = self.resolve_quietly(command)
                 if resolved is not None and resolved.name in ("pwd", "dirs"):
                     readers.append(command)
-        for node in self.tree.nodes:  # $(< /dev/stdin), $(< /proc/$$/cmdline): review 11
-            if node.type == "command_substitution":
-                for redirect in node.named_children:
-                    if redirect.type == "file_redirect" and self.reads_process_text(redirect):
-                        readers.append(redirect)
+        # $(< /dev/stdin), $(< /proc/$$/cmdline): review 11
+        readers += self.substitutions_reading(self.reads_process_text)
         process_names = self.process_path_names()
         for command in self.commands:  # the script's own text, values and all
             resolved = self.resolve_quietly(command)
@@ -224,24 +222,11 @@ class ReceiverCheck(CheckState):
             ):
                 readers.append(command)
                 continue
-            node = command
-            while self.tree.parent(node) is not None:
-                parent = self.tree.parent(node)
-                if parent.type == "pipeline" and parent.named_children[0].id != node.id:
-                    break
-                node = parent
-                if node.type == "redirected_statement" and any(
-                    r.type == "file_redirect" and self.reads_process_text(r) for r in node.children
-                ):
-                    readers.append(command)
-                    break
+            if self.stdin_from(command, self.reads_process_text):
+                readers.append(command)
         if not self.tainted_paths:
             return readers
-        for node in self.tree.nodes:  # $(< f): bash itself prints the file
-            if node.type == "command_substitution":
-                for redirect in node.named_children:
-                    if redirect.type == "file_redirect" and self.reads_tainted_path(redirect):
-                        readers.append(redirect)
+        readers += self.substitutions_reading(self.reads_tainted_path)  # $(< f): bash prints f
         for command in self.commands:
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name_node is None:
@@ -251,20 +236,34 @@ class ReceiverCheck(CheckState):
                 self.refuse("file-flow", resolved.name_node, name_text[:40], index=None)
                 continue
             reads = any(self.names_tainted_path(w) for w in resolved.arguments)
-            node = command  # { m=$(cat); } < f: stdin from any enclosing statement
-            while not reads and self.tree.parent(node) is not None:
-                parent = self.tree.parent(node)
-                if parent.type == "pipeline" and parent.named_children[0].id != node.id:
-                    break  # a later stage reads the pipe
-                node = parent
-                if node.type == "redirected_statement":
-                    reads = any(
-                        r.type == "file_redirect" and self.reads_tainted_path(r)
-                        for r in node.children
-                    )
-            if reads and resolved.name is not None:
+            if (reads or self.stdin_from(command, self.reads_tainted_path)) and resolved.name:
                 readers.append(command)
         return readers
+
+    def substitutions_reading(self, reads: Callable[[Any], bool]) -> list[Any]:
+        """The ``$(< f)`` redirects whose file ``reads`` says may hold a value."""
+        return [
+            redirect
+            for node in self.tree.nodes
+            if node.type == "command_substitution"
+            for redirect in node.named_children
+            if redirect.type == "file_redirect" and reads(redirect)
+        ]
+
+    def stdin_from(self, command: Any, reads: Callable[[Any], bool]) -> bool:
+        """Does ``command`` read its stdin from a redirect ``reads`` accepts, on
+        any enclosing statement (``{ m=$(cat); } < f``), unless a pipe feeds it?"""
+        node = command
+        while self.tree.parent(node) is not None:
+            parent = self.tree.parent(node)
+            if parent.type == "pipeline" and parent.named_children[0].id != node.id:
+                return False  # a later stage reads the pipe
+            node = parent
+            if node.type == "redirected_statement" and any(
+                r.type == "file_redirect" and reads(r) for r in node.children
+            ):
+                return True
+        return False
 
     def process_path_names(self) -> set[str]:
         """Variables the script sets to a text naming /proc or /dev/fd
@@ -465,15 +464,12 @@ class ReceiverCheck(CheckState):
             if resolved.name == "printenv":
                 return True
             return all(w is not None and (w.startswith("-") or "=" in w) for w in words)
-        if resolved.name in self._VARIABLE_PRINTERS:
-            return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
-        return False
+        return resolved.name in self._VARIABLE_PRINTERS and _prints(words)
 
     def declaration_prints(self, node: Any) -> bool:
         """Does ``declare``/``export``/... (a declaration, to tree-sitter) print
         variables: no words after it, or a ``-p``?"""
-        words = [self.tree.static(c) for c in node.children[1:]]
-        return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
+        return _prints([self.tree.static(c) for c in node.children[1:]])
 
 
 #: Paths whose content may be a value the checker did not see written:
@@ -485,6 +481,11 @@ _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
 _UNQUOTED = re.compile(r"['\"\\]")
 #: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
 _PROCESS_LISTERS = frozenset({"ps", "pgrep", "pstree", "top", "htop", "jobs"})
+
+
+def _prints(words: list[str | None]) -> bool:
+    """A declaration builtin's words that make it print variables: none, or ``-p``."""
+    return not words or any(w is not None and w[:1] == "-" and "p" in w[1:] for w in words)
 
 
 def may_be_exported(name: str) -> bool:
