@@ -54,14 +54,17 @@ PIECE_SECONDS = 3.0
 BOUND_SECONDS = 120
 
 
-async def stopped_sandbox(session: agents.Session, kind: str) -> str:
-    """Start the attack in ``session``; the path to read."""
+async def stopped_sandbox(session: agents.Session, kind: str, *, helper: bool = True) -> str:
+    """Start the attack in ``session``; the path to read: through the links
+    for the Python helper, the plain one for the shell helper and ``head``
+    (through the links, a ``head`` the loop did not catch fails with ELOOP,
+    which is neither a finished move nor the deadline)."""
     box = session.sandbox
     box.file_piece_seconds = PIECE_SECONDS
     planted = await box.execute(STOP_LOOP)
     assert planted.stdout == "planted\n", planted
     await anyio.sleep(2)  # the loop runs from now on
-    return DEEP if kind != "busybox" else "f"
+    return DEEP if helper and kind != "busybox" else "f"
 
 
 async def moves_stopped(move, attempts: int = 5) -> bool:
@@ -111,7 +114,7 @@ async def test_a_stopped_user_cannot_wedge_the_per_command_path(
             box = session.sandbox
             assert box.channel is None
             container_id = box.container_id
-            path = await stopped_sandbox(session, kind)
+            path = await stopped_sandbox(session, kind, helper=False)
             for _ in range(3):
                 result = await box.execute("echo alive", timeout_seconds=3)
                 assert result.exit_code == 0 or result.timed_out, result
