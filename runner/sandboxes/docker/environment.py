@@ -29,9 +29,10 @@ helper where the image has a full python3, else its POSIX-shell helper
 through one ``docker exec`` each under ``timeout`` inside the container.
 Either way the runner keeps each command's deadline on the host too.
 
-This module is the environment (container options, snapshots, creation);
-its warm pools, plain and seeded, are ``pools``; the sandbox it creates
-(commands, files) is ``container``.
+This module is the environment (its settings, creation); the options a
+container gets are ``hardening``; its snapshots are ``seeding``; its warm
+pools, plain and seeded, are ``pools``; its durable containers
+``durability``; the sandbox it creates (commands, files) is ``container``.
 Talking to the Engine (client, images, containers, garbage collection) is
 in ``engine``; the per-command path in ``exec``; the
 channel in ``channel`` and its helpers in ``helpers/exec_helper.py`` and
@@ -41,23 +42,18 @@ channel in ``channel`` and its helpers in ``helpers/exec_helper.py`` and
 from __future__ import annotations
 
 import os
-import re
-import socket
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ...core.errors import SandboxUnavailableError
 from ...core.network import Network
 from ..base import (
     OptionError,
-    Sandbox,
     SandboxEnvironment,
     check_env,
     check_timeout,
@@ -66,10 +62,6 @@ from ..base import (
 from .channel import HELPERS, ChannelError, ExecChannel
 from .container import (
     HOST_GRACE_SECONDS,
-    SANDBOX_GID,
-    SANDBOX_HOME,
-    SANDBOX_UID,
-    WORKSPACE,
     DockerSandbox,
     _start_channel,
     channel_reason,
@@ -79,26 +71,26 @@ from .engine import (
     DEFAULT_IMAGE,
     EXPIRY_GRACE_SECONDS,
     IMAGE_VARIABLE,
-    LABEL,
     LABEL_DURABLE,
     LABEL_EXPIRES,
-    LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
-    LABEL_OWNER_START,
-    LABEL_SCOPE,
     LABEL_SESSION,
     DockerClient,
     collect_garbage,
     create_and_start,
-    current_scope,
     ensure_image,
-    process_start_time,
     remove_container,
+)
+from .hardening import (
+    CHANNEL_DIR,
+    DEFAULT_CPUS,
+    USERS,
+    ContainerOptions,
 )
 from .pool import WarmPool
 from .pools import WarmPools
 from .seccomp import security_options
-from .snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
+from .seeding import SnapshotSeeding
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -106,37 +98,13 @@ if TYPE_CHECKING:
     from ...core.hooks import SandboxHook
 
 
-#: Every capability is dropped, then only these are given back, each for a
-#: reason.  They are root's only (the helper, the setup script, ``user:
-#: root`` commands): the sandbox user's commands have none.  CHOWN - give the
-#: workspace and HOME to the sandbox user, and let dpkg/pip/git as root own
-#: files; DAC_OVERRIDE, FOWNER, FSETID - root may read and write any file of
-#: the image and keep file modes; SETUID, SETGID - the helper starts each
-#: command as the sandbox user (and apt drops to its own user); KILL - the
-#: helper kills the process groups of timed-out commands, which belong to
-#: the sandbox user.  Left out of Docker's default set: NET_RAW,
-#: NET_BIND_SERVICE, MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP, SYS_CHROOT.
-CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
-#: Who runs hooks and agent commands: "sandbox" (uid/gid 1000, no
-#: capabilities) or "root" (the weaker opt-out: the agent can then stop the
-#: helper and the TTL process).
-USERS = ("sandbox", "root")
-#: With ``read_only_root``: the writable places, each a tmpfs of this size
-#: (counted against the memory limit); the workspace's is ``workspace_size``.
-READ_ONLY_TMPFS_SIZES = {"/tmp": "256m", "home": "256m", WORKSPACE: "1g"}
-#: The CPU limit when none is given: a runaway command cannot take every core.
-DEFAULT_CPUS = 2.0
-#: Where the shell helper keeps its files: a tmpfs only root can enter (it
-#: uses /tmp in containers made without it).  Only what is stored counts
-#: against the memory limit; each command holds at most 1.5 output caps per
-#: stream there, each file piece 16 MiB.
-CHANNEL_DIR = "/run/sandbox-runner"
-CHANNEL_DIR_SIZE = "512m"
 #: A pooled container unclaimed this long is replaced by a fresh one.
 POOL_MAX_IDLE_SECONDS = 600.0
 
 
-class LocalDockerSandbox(DurableContainers, WarmPools, SandboxEnvironment):
+class LocalDockerSandbox(
+    ContainerOptions, DurableContainers, WarmPools, SnapshotSeeding, SandboxEnvironment
+):
     """Each session gets its own container, with the workspace at ``/workspace``.
 
     ``image`` defaults to ``$RUNNER_DOCKER_IMAGE``, else ``python:3.12-bookworm``.
@@ -336,92 +304,6 @@ class LocalDockerSandbox(DurableContainers, WarmPools, SandboxEnvironment):
         #: gc`` leaves them until they expire) and can be re-attached (``attach``).
         self.durable_owner: str | None = None
 
-    def _check_workspace_fits_in_memory(self) -> None:
-        """A tmpfs workspace is memory: one larger than the memory limit lets
-        the agent fill the limit with pages no process owns, and the
-        out-of-memory killer then ends every process, the TTL clock and
-        docker-init included (issue 26).  Refused here, so ``runner validate``
-        names it too.  Sizes it cannot read (a percentage) are left to Docker."""
-        size = self.workspace_size or (
-            READ_ONLY_TMPFS_SIZES[WORKSPACE] if self.read_only_root else None
-        )
-        if size is None or not self.memory:
-            return
-        workspace, memory = size_in_bytes(size), size_in_bytes(self.memory)
-        if workspace is not None and memory is not None and workspace > memory:
-            given = (
-                f"workspace_size {size!r}"
-                if self.workspace_size
-                else f"read_only_root's tmpfs workspace ({size})"
-            )
-            raise ValueError(
-                f"{given} is larger than the memory limit {self.memory!r}: a tmpfs workspace is "
-                "counted against memory, and filling it would leave none for the sandbox's own "
-                "processes; give a workspace_size no larger than memory, or more memory"
-            )
-
-    def container_options(self, *, session_id: str, expires_at: float | None) -> dict[str, Any]:
-        """The keyword arguments of ``containers.create`` for one session."""
-        labels = {
-            LABEL: "1",
-            LABEL_SESSION: session_id,
-            LABEL_OWNER_HOST: socket.gethostname(),
-            LABEL_OWNER_PID: str(os.getpid()),
-            LABEL_OWNER_START: process_start_time(os.getpid()) or "",
-        }
-        if self.durable_owner:
-            labels[LABEL_DURABLE] = self.durable_owner
-        scope = current_scope()
-        if scope is not None:
-            labels[LABEL_SCOPE] = scope
-        lifetime = "infinity"
-        if expires_at is not None:
-            labels[LABEL_EXPIRES] = str(int(expires_at))
-            lifetime = str(max(1, int(expires_at - time.time()) + 1))
-        home = SANDBOX_HOME if self.user == "sandbox" else "/root"
-        options: dict[str, Any] = {
-            "image": self.image,
-            "command": ["sleep", lifetime],
-            # Root whatever the image's USER says: the helper and the TTL
-            # clock must be out of the sandbox user's reach.
-            "user": "0:0",
-            "working_dir": WORKSPACE,
-            "labels": labels,
-            "environment": {"HOME": home, **self.env},
-            "init": True,
-            "security_opt": ["no-new-privileges", *self.security_options],
-            "cap_drop": ["ALL"],
-            "cap_add": list(CAPABILITIES),
-            "pids_limit": self.pids_limit,
-            "detach": True,
-        }
-        if self.runtime is not None:
-            options["runtime"] = self.runtime
-        if self.network.mode == "none":
-            options["network_mode"] = "none"
-        if self.memory:
-            options["mem_limit"] = self.memory
-        owner = (
-            f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0755"
-            if self.user == "sandbox"
-            else "mode=1777"
-        )
-        # The shell helper's own files (commands' output, file pieces): root's
-        # only, so the agent can neither read them nor fill their space.
-        tmpfs: dict[str, str] = {CHANNEL_DIR: f"size={CHANNEL_DIR_SIZE},mode=0700"}
-        if self.read_only_root:
-            options["read_only"] = True
-            sizes = READ_ONLY_TMPFS_SIZES
-            tmpfs["/tmp"] = f"size={sizes['/tmp']},mode=1777,exec"
-            tmpfs[home] = f"size={sizes['home']},{owner},exec"
-            tmpfs[WORKSPACE] = f"size={self.workspace_size or sizes[WORKSPACE]},{owner},exec"
-        elif self.workspace_size:
-            tmpfs[WORKSPACE] = f"size={self.workspace_size},{owner},exec"
-        options["tmpfs"] = tmpfs
-        if self.cpus:
-            options["nano_cpus"] = int(self.cpus * 1e9)
-        return options
-
     async def create(self, *, session_id: str, expires_at: float | None) -> DockerSandbox:
         await self._sweep()
         if self.pool_size:
@@ -433,92 +315,6 @@ class LocalDockerSandbox(DurableContainers, WarmPools, SandboxEnvironment):
                 pooled.adopt(session_id=session_id, client=self.client)
                 return pooled
         return await self._create_new(session_id=session_id, expires_at=expires_at)
-
-    # --- snapshots (see runner/core/snapshot_keys.py for which hooks are cached) -------------
-
-    def saved_tmpfs_dirs(self) -> list[str]:
-        """The tmpfs mounts a snapshot of this environment's sandboxes saves
-        explicitly (a commit does not hold them): the workspace when it is a
-        tmpfs, and HOME too under ``read_only_root``.  ``/tmp`` is not saved."""
-        if self.read_only_root:
-            return [WORKSPACE, SANDBOX_HOME if self.user == "sandbox" else "/root"]
-        return [WORKSPACE] if self.workspace_size else []
-
-    async def snapshot_key(self, *, hooks: Sequence[Any], inputs: Mapping[str, Any]) -> str:
-        """The key of the snapshot these cached hooks, with these input values, would make."""
-        from ...core.snapshot_keys import snapshot_key
-
-        return snapshot_key(
-            {
-                # One inspect, not ensure_image's and image_id's: it is on
-                # every session's path, a seeded pooled start's included.
-                "image_id": await self.client.call(_present_image_id, self.image),
-                "setup_script": self.setup_script,
-                "user": self.user,
-                "env": self.env,
-                "shell": self.shell,
-                # A snapshot with its workspace in the image cannot seed a
-                # tmpfs workspace, which hides it, nor the other way round.
-                "saved_tmpfs": self.saved_tmpfs_dirs(),
-                "hooks": list(hooks),
-                "inputs": dict(inputs),
-            }
-        )
-
-    async def create_from_snapshot(
-        self, key: str, *, session_id: str, expires_at: float | None
-    ) -> DockerSandbox | None:
-        """A sandbox started from the snapshot with ``key`` (setup script and
-        cached hooks already in it), or None if there is none."""
-        owner = self._pool_source or self
-        if self.seeded_pool_size:
-            pooled = owner._claim_seeded(key)
-            if pooled is not None:
-                pooled.adopt(session_id=session_id, client=self.client)
-                return pooled
-        snapshot = await self.client.call(find_snapshot, key)
-        if snapshot is None:
-            return None
-        await self._sweep()
-        if self.seeded_pool_size:  # warm for the next session of this key
-            await owner._keep_warm(key, snapshot)
-        return await self._create_seeded(
-            snapshot, session_id=session_id, expires_at=expires_at, client=self.client
-        )
-
-    async def _create_seeded(
-        self, snapshot: str, *, session_id: str, expires_at: float | None, client: DockerClient
-    ) -> DockerSandbox:
-        """A new container of the snapshot image ``snapshot``, its saved tmpfs
-        directories restored."""
-        sandbox = await self._create_new(
-            session_id=session_id, expires_at=expires_at, client=client, snapshot=snapshot
-        )
-        if self.saved_tmpfs_dirs():
-            try:
-                await self._restore_tmpfs(sandbox)
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await sandbox.delete()
-                raise
-        sandbox.snapshot_image = snapshot
-        return sandbox
-
-    # The ignore: mypy cannot tell that the shielded scope swallows nothing.
-    async def save_snapshot(self, sandbox: Sandbox, key: str) -> str:  # type: ignore[return]
-        """Commit ``sandbox``'s container as the snapshot for ``key``; returns the image id."""
-        assert isinstance(sandbox, DockerSandbox)
-        source = await self.client.call(image_id, self.image)
-        with anyio.CancelScope(shield=True):  # an interrupted commit would leave a stray image
-            snapshot = await self.client.call(
-                partial(commit_snapshot, tmpfs_dirs=self.saved_tmpfs_dirs()),
-                sandbox.container_id,
-                key,
-                source,
-            )
-            if self.seeded_pool_size:  # the next session of this key starts warm
-                await (self._pool_source or self)._keep_warm(key, snapshot)
-            return snapshot
 
     async def _sweep(self) -> None:
         if not self._swept:
@@ -567,15 +363,6 @@ class LocalDockerSandbox(DurableContainers, WarmPools, SandboxEnvironment):
                 await sandbox.delete()
             raise
         return sandbox
-
-    async def _restore_tmpfs(self, sandbox: DockerSandbox) -> None:
-        """Unpack a snapshot's saved tmpfs directories into this sandbox's fresh ones."""
-        result = await sandbox.execute_as_root(RESTORE_COMMAND, timeout_seconds=300)
-        if result.exit_code != 0:
-            raise SandboxUnavailableError(
-                f"could not restore the snapshot's {', '.join(self.saved_tmpfs_dirs())} "
-                f"(exit code {result.exit_code}): {result.stderr.strip()[:300]}"
-            )
 
     def _sandbox_of(
         self, container: Container, *, session_id: str, client: DockerClient
@@ -634,35 +421,16 @@ class LocalDockerSandbox(DurableContainers, WarmPools, SandboxEnvironment):
         return f"LocalDockerSandbox(image={self.image!r}, network={self.network}, hooks=[{hooks}])"
 
 
-_SIZE = re.compile(r"([0-9]+)\s*([bkmgt]?)b?", re.IGNORECASE)
-
-
-def size_in_bytes(size: str | int) -> int | None:
-    """A size as Docker reads a memory limit or a tmpfs size ("512m", "2g",
-    bytes as an int or digits), in bytes; None for what it cannot read."""
-    if isinstance(size, int) and not isinstance(size, bool):
-        return size
-    found = _SIZE.fullmatch(str(size).strip())
-    if found is None:
-        return None
-    return int(found.group(1)) << (10 * " kmgt".index(found.group(2).lower() or " "))
-
-
-def _present_image_id(client: Any, image: str) -> str:
-    """The image's id, pulled first where it is missing (``ensure_image``)."""
-    from docker.errors import ImageNotFound
-
-    try:
-        return str(client.images.get(image).id)
-    except ImageNotFound:
-        ensure_image(client, image)
-        return image_id(client, image)
-
-
+# The labels and CHANNEL_DIR are re-exported: tests, bench and callers of
+# ``runner gc`` read them where the environment is.
 __all__ = [
+    "CHANNEL_DIR",
     "EXPIRY_GRACE_SECONDS",
     "HOST_GRACE_SECONDS",
     "LABEL_DURABLE",
+    "LABEL_EXPIRES",
+    "LABEL_OWNER_PID",
+    "LABEL_SESSION",
     "DockerSandbox",
     "LocalDockerSandbox",
     "collect_garbage",
