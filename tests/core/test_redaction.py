@@ -261,30 +261,20 @@ def test_adding_known_secrets_changes_nothing_and_new_ones_merge_longest_first()
     assert decode_output(b"dd\xffd ff\xfeff") == "*** ***"
 
 
-def test_many_secrets_and_many_renders_scrub_in_linear_time() -> None:
+def test_many_secrets_and_many_renders_are_all_scrubbed() -> None:
     """Each render adds the secret words it printed, so additions are many: 2,000
-    of them, growing to 16,000 forms, then a 1 MB output scrubbed as bytes and
-    as text.  Here: 0.6 s adding (2.3 s with the merge before issue 25, which
-    rebuilt a set and re-sorted all per addition), 3.8 s scrubbing (one pass
-    per form: linear in the forms and in the output).  The bounds are loose,
-    for a loaded machine; they catch an addition or a scrub gone quadratic."""
-    import time
-
+    of them, growing to 16,000 forms, then an output scrubbed as bytes and as
+    text.  That the work stays linear is measured by bench/redaction.py
+    (ratios at n and 4n), not timed here."""
     from runner.core.events import decode_output
     from runner.core.redaction import secret_text_forms
 
     words = [secret_text_forms(f"render-{index:05d}-word\n") for index in range(2000)]
-    started = time.perf_counter()
     for forms in words:
         add_secrets(forms)
-    adding = time.perf_counter() - started
     assert set(_secrets.get()) == set().union(*words)
-    output = b"x render-01234-word y " * 45_000
-    started = time.perf_counter()
-    text = scrubbed(decode_output(output))
-    scrubbing = time.perf_counter() - started
-    assert text == "x *** y " * 45_000
-    assert adding < 5 and scrubbing < 30, (adding, scrubbing)
+    output = b"x render-01234-word y render-01999-word z " * 2_000
+    assert scrubbed(decode_output(output)) == "x *** y *** z " * 2_000
 
 
 def test_only_surrogates_that_surrogateescape_makes_are_escaped_bytes() -> None:
