@@ -387,10 +387,23 @@ DOCKER_FIXTURES = frozenset(
 )
 
 
+#: The files whose tests start whole ``runner serve`` processes (and one
+#: runs the GitHub action's steps): marked ``e2e``.  The unit tests of the
+#: server's parts (the journal) are not.
+E2E_FILES = {"test_github_action.py"} | {
+    path.name
+    for path in (Path(__file__).parent / "serve").glob("test_*.py")
+    if path.name != "test_serve_journal.py"
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests from the fixtures they use: ``postgres`` for PostgreSQL's,
-    ``docker`` for the engine's (``scripts/test --fast`` leaves both out)."""
+    ``docker`` for the engine's; and ``e2e`` from their file (E2E_FILES).
+    ``scripts/test --fast`` leaves all three out."""
     for item in items:
+        if item.path.name in E2E_FILES:
+            item.add_marker(pytest.mark.e2e)
         fixtures = set(getattr(item, "fixturenames", ()))
         if "postgres_server" in fixtures:
             item.add_marker(pytest.mark.postgres)

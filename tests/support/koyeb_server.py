@@ -60,6 +60,7 @@ no kinder than the real service:
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import json
@@ -67,22 +68,44 @@ import os
 import tarfile
 import threading
 import time
+import types
 import typing
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from koyeb.api.models.catalog_instance_list_item import CatalogInstanceListItem
-from koyeb.api.models.create_app import CreateApp
-from koyeb.api.models.create_service import CreateService
-from koyeb.api.models.deployment_status import DeploymentStatus
-from koyeb.api.models.error import Error
-from koyeb.api.models.error_field import ErrorField
-from koyeb.api.models.error_with_fields import ErrorWithFields
-from koyeb.api.models.list_services_reply import ListServicesReply
-from koyeb.api.models.region_list_item import RegionListItem
 from pydantic import BaseModel, ValidationError
+
+
+@functools.cache
+def sdk() -> types.SimpleNamespace:
+    """The SDK's models, imported on first use: importing koyeb takes
+    seconds (pydantic builds a validator for each of its ~1,100 API
+    functions), which every test process would otherwise pay while it
+    collects, whether or not it runs a test of the cloud sandbox."""
+    from koyeb.api.models.catalog_instance_list_item import CatalogInstanceListItem
+    from koyeb.api.models.create_app import CreateApp
+    from koyeb.api.models.create_service import CreateService
+    from koyeb.api.models.deployment_status import DeploymentStatus
+    from koyeb.api.models.error import Error
+    from koyeb.api.models.error_field import ErrorField
+    from koyeb.api.models.error_with_fields import ErrorWithFields
+    from koyeb.api.models.list_services_reply import ListServicesReply
+    from koyeb.api.models.region_list_item import RegionListItem
+
+    return types.SimpleNamespace(
+        CatalogInstanceListItem=CatalogInstanceListItem,
+        CreateApp=CreateApp,
+        CreateService=CreateService,
+        DeploymentStatus=DeploymentStatus,
+        Error=Error,
+        ErrorField=ErrorField,
+        ErrorWithFields=ErrorWithFields,
+        ListServicesReply=ListServicesReply,
+        RegionListItem=RegionListItem,
+    )
+
 
 FAKE_LABEL = "sandbox-runner-test.fake-cloud"
 DEFAULT_TOKEN = "koyeb-test-token"
@@ -122,13 +145,13 @@ print(json.dumps({"stdout": stdout.decode("utf-8", "replace"),
 
 def error_reply(status: int, code: str, message: str) -> tuple[int, Any]:
     """An answer in the platform's ``Error`` shape."""
-    return status, Error(status=status, code=code, message=message).to_dict()
+    return status, sdk().Error(status=status, code=code, message=message).to_dict()
 
 
 def invalid_reply(problems: list[tuple[str, str]]) -> tuple[int, Any]:
     """A 400 in the platform's ``ErrorWithFields`` shape, one entry per field."""
-    fields = [ErrorField(field=name, description=text) for name, text in problems]
-    error = ErrorWithFields(
+    fields = [sdk().ErrorField(field=name, description=text) for name, text in problems]
+    error = sdk().ErrorWithFields(
         status=400, code="invalid_argument", message="validation error", fields=fields
     )
     return 400, error.to_dict()
@@ -181,8 +204,8 @@ def parse_request(model: type[BaseModel], body: Any) -> tuple[Any, tuple[int, An
 class Catalogue:
     """The regions and instance types the platform offers, as the SDK's models."""
 
-    regions: tuple[RegionListItem, ...]
-    instances: tuple[CatalogInstanceListItem, ...]
+    regions: tuple[Any, ...]  # the SDK's RegionListItem
+    instances: tuple[Any, ...]  # the SDK's CatalogInstanceListItem
 
     @classmethod
     def load(cls, path: str = CATALOGUE) -> Catalogue:
@@ -198,8 +221,8 @@ class Catalogue:
             return tuple(items)
 
         return cls(
-            regions=parse(RegionListItem, data["regions"]),
-            instances=parse(CatalogInstanceListItem, data["instances"]),
+            regions=parse(sdk().RegionListItem, data["regions"]),
+            instances=parse(sdk().CatalogInstanceListItem, data["instances"]),
         )
 
     def region_ids(self) -> set[str]:
@@ -406,7 +429,7 @@ class FakeCloud:
         return error_reply(404, "not_found", f"no route {method} /v1/{'/'.join(parts)}")
 
     def create_app(self, body: Any) -> tuple[int, Any]:
-        app, refused = parse_request(CreateApp, body)
+        app, refused = parse_request(sdk().CreateApp, body)
         if refused:
             return refused
         app_id = f"app-{next(self.ids)}"
@@ -414,7 +437,7 @@ class FakeCloud:
         return 200, {"app": {"id": app_id, "name": self.apps[app_id]}}
 
     def create_service(self, body: Any) -> tuple[int, Any]:
-        service, refused = parse_request(CreateService, body)
+        service, refused = parse_request(sdk().CreateService, body)
         if refused:
             return refused
         if service.app_id not in self.apps:
@@ -473,7 +496,7 @@ class FakeCloud:
         limit = int((query.get("limit") or ["100"])[0])
         page = found[offset : offset + limit]
         services = [{**self.service_view(i), "type": "SANDBOX"} for i in page]
-        reply = ListServicesReply.from_dict(
+        reply = sdk().ListServicesReply.from_dict(
             {
                 "services": services,
                 "limit": limit,
@@ -505,7 +528,7 @@ class FakeCloud:
             status = self.pre_ready_statuses[polls]
         else:
             status = self.deployment_status if instance.secret else "ERROR"
-        DeploymentStatus(status)  # only states the platform has
+        sdk().DeploymentStatus(status)  # only states the platform has
         instance.statuses_served.append(status)
         return status
 
