@@ -47,7 +47,15 @@ PAYLOADS = {
     "glob-name": "za[$(touch CANARY_GLOB)]",
     "tar": "--use-compress-program=touch CANARY_TAR #",
     "sed": "a/p;e touch CANARY_SED\n#",
+    "sort-option": "--compress-program=sh",
+    "sort-command": "touch CANARY_SORT",
 }
+
+#: The thirteenth review's readers of the script's own text: the first line
+#: of the value as bash -c holds it (quoted: the text between the first
+#: quotes), then evaluated in arithmetic, which runs its $( ).
+_FIRST = " | tr '\\0' '\\n' | grep -a -m1 CANARY_ARITH | cut -d\"'\" -f2"
+_RUN = 'echo "$(( y ))"'
 
 #: (class, template, tainted env names): refused by validate and at run time.
 FLOWS = [
@@ -198,6 +206,39 @@ FLOWS = [
     ("environment", "python3 -c 'import os; exec(os.environ[\"P\"])'", ("P",)),
     ("environment", "X={{ x.v }}; export X; sh -c 'eval \"$X\"'", ()),
     ("environment", "X={{ x.v }} sh -c 'eval \"$X\"'", ()),
+    # the thirteenth review: select's menu and what a $( ) prints on stderr
+    # go where the statement's stderr goes; a glob that expands to file names
+    # values chose, read as options; the script's text read back through
+    # /proc spelled as a pattern, relative after cd /, or pmap; a launcher
+    # whose executor comes after an option's argument
+    ("review13", "select i in {{ x.make }}; do break; done 2>Makefile; make -s", ()),
+    ("review13", '{ y="$(echo {{ x.make }} >&2)"; } 2>Makefile; make -s', ()),
+    (
+        "review13",
+        "touch -- {{ x.sort_option }} {{ x.sort_command }}; { ls; seq 30000; } > data.txt; "
+        "sort -S 1k * > /dev/null",
+        (),
+    ),
+    (
+        "review13",
+        f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /[p]roc/$$/cmdline{_FIRST})"; {_RUN}',
+        (),
+    ),
+    ("review13", f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /pr?c/$$/cmdline{_FIRST})"; {_RUN}', ()),
+    (
+        "review13",
+        f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /{{proc,x}}/$$/cmdline{_FIRST})"; {_RUN}',
+        (),
+    ),
+    (
+        "review13",
+        f'echo {{{{ x.v }}}} >/dev/null; cd / && y="$(cat proc/$$/cmdline{_FIRST})"; cd - >/dev/null; {_RUN}',
+        (),
+    ),
+    ("review13", f'echo {{{{ x.v }}}} >/dev/null; y="$(pmap $${_FIRST})"; {_RUN}', ()),
+    ("review13-listed", "my-launcher -s st flock lk -c {{ x.cmd }}", ()),
+    ("review13-listed", "debconf -f noninteractive flock lk -c {{ x.cmd }}", ()),
+    ("review13-listed", "echo {{ x.v }} > main.tf; terraform apply -auto-approve", ()),
 ]
 
 
@@ -235,7 +276,15 @@ def test_each_flow_is_refused_at_run_time_without_the_static_check(kind, source,
 EXPLOITABLE = [
     flow
     for flow in FLOWS
-    if flow[0] not in ("wrapper", "rebinding", "review3-listed", "review4-listed", "review5-listed")
+    if flow[0]
+    not in (
+        "wrapper",
+        "rebinding",
+        "review3-listed",
+        "review4-listed",
+        "review5-listed",
+        "review13-listed",
+    )
     or flow[1].startswith(("hash", "BASH_CMDS", "eval", "command_not", "find"))
 ]
 
@@ -408,6 +457,14 @@ STRICT_FLOWS = [
     ("read -r m <<< {{ x.name }}; a=(1); command unset 'a[m]'", ["grep"]),
     ("read -r m <<< {{ x.name }}; a=([m]+=1)", ["grep"]),
     ("read -r m <<< {{ x.name }}; a=([b[m]]=1)", ["grep"]),
+    # the thirteenth review: sort, named by nobody and given no value, runs
+    # sh on a file a $( )'s stderr filled; the script's text through /[p]roc
+    (
+        '{ y="$(echo {{ x.sort_command }} >&2; printf "%s\\n" {1..30000} >&2)"; } 2>d; '
+        "sort -S 1k --compress-program=sh d > /dev/null",
+        ["grep"],
+    ),
+    (f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /[p]roc/$$/cmdline{_FIRST})"; {_RUN}', ["grep"]),
 ]
 
 

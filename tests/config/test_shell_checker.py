@@ -577,3 +577,88 @@ def test_the_environment_and_secret_names_count_as_exported(tmp_path) -> None:
     ):
         with pytest.raises(ConfigError, match="make runs with a value in its environment"):
             config(environment_env, secrets)
+
+
+# --- the thirteenth review ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'echo {0} >/dev/null; y="$(cat /[p]roc/$$/cmdline)"; touch -- $y',  # /proc as a glob
+        'echo {0} >/dev/null; y="$(cat /pr?c/$$/cmdline)"; touch -- $y',
+        'echo {0} >/dev/null; y="$(cat /{{proc,x}}/$$/cmdline)"; touch -- $y',  # as braces
+        'echo {0} >/dev/null; cd / && y="$(cat proc/$$/cmdline)"; touch -- $y',  # relative
+        'echo {0} >/dev/null; y="$(pmap $$)"; touch -- $y',  # a lister not named before
+    ],
+)
+def test_the_thirteenth_reviews_readers_carry_values(script) -> None:
+    """What reads the script's text back holds its values: ``$y`` unquoted is refused."""
+    assert "tainted-variable" in {
+        f[1] for f in findings(script.replace("{{", "{").replace("}}", "}"))
+    }
+    # the same file read from elsewhere holds none
+    assert findings('echo {0} >/dev/null; y="$(cat /tmp/x)"; touch -- $y') == []
+
+
+def test_cd_into_proc_relative_to_root_is_refused() -> None:
+    assert "file-flow" in {f[1] for f in findings("echo {0} >/dev/null; cd / && cd proc")}
+
+
+@pytest.mark.parametrize("name", ["debconf", "fakeroot-sysv", "fakeroot-tcp", "terraform", "tofu"])
+def test_the_thirteenth_reviews_programs_are_executors(name) -> None:
+    from runner.config.shell.rules import is_executor
+
+    assert is_executor(name)
+
+
+@pytest.mark.parametrize("name", ["LUA_INIT", "LUA_INIT_5_4", "MAGICK_CONFIGURE_PATH", "PHPRC"])
+def test_the_thirteenth_reviews_env_names_carry_code(name) -> None:
+    from runner.config.shell.rules import is_code_bearing_env
+
+    assert is_code_bearing_env(name)
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["set -x; echo {0}", "set -ex; echo {0}", "set -o xtrace; echo {0}", "set -v; echo {0}"],
+)
+def test_tracing_that_prints_every_value_is_refused(script) -> None:
+    """set -x prints assignments, for lists and case subjects to stderr, where no
+    check follows them (``{ set -x; y={0}; } 2>f; sort --compress-program=sh f``)."""
+    assert [f[1] for f in findings(script)] == ["rebinding"]
+
+
+@pytest.mark.parametrize(
+    "script", ["set +x; echo {0}", "set +o xtrace; echo {0}", "set -eu; echo {0}"]
+)
+def test_turning_tracing_off_is_allowed(script) -> None:
+    assert findings(script) == []
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "echo {0}; find . -maxdepth 0 -exec sh -c 'echo hi' \\;",  # a shell find starts
+        "echo {0}; sort -S 1k --compress-program=sh /etc/services",  # as an option's value
+        "echo {0}; my-launcher -f frontend bash f",  # after an option's argument
+    ],
+)
+def test_a_shell_another_program_starts_is_a_shell_beside_the_values(script) -> None:
+    assert "interpreter" in {f[1] for f in findings(script)}
+
+
+def test_an_executor_after_an_options_argument_is_launched() -> None:
+    """``debconf -f noninteractive flock lk -c {{ x }}``: the launcher check
+    took the option's argument for the program and missed flock."""
+    assert "wrapper" in {f[1] for f in findings("my-launcher -s st flock lk -c {0}")}
+    assert findings("my-launcher -s st flock") == []  # no value: nothing to judge
+
+
+def test_a_glob_beside_files_a_value_named_needs_an_end_of_options() -> None:
+    """``touch -- {{ x }}; sort *``: the glob may expand to a name the value
+    chose (``--compress-program=sh``), read by sort as an option."""
+    assert "file-flow" in {f[1] for f in findings("touch -- {0}; sort -S 1k *")}
+    assert "file-flow" in {f[1] for f in findings("touch -- {0}; wc -l *")}
+    assert findings("touch -- {0}; wc -l -- *") == []  # after --, names are operands
+    assert findings("touch -- {0}; cat *") == []  # the strict receivers run nothing

@@ -182,8 +182,12 @@ class FlowCheck(ReceiverCheck):
             self.assignment(parent)
         elif kind == "case_statement" and field == "value":
             self.statement(parent, None)
-        elif kind in ("for_statement", "select_statement") and field == "value":
-            self.statement(parent, None)  # the loop variable is tainted
+        elif kind == "for_statement" and field == "value":
+            # The loop variable is tainted.  tree-sitter files select as a
+            # for_statement: it prints its list as a menu on stderr (review
+            # 13), so the menu goes where the statement's stderr goes.
+            printing = parent.children[0].type == "select"
+            self.statement(parent, parent if printing else None)
         elif kind in ("binary_expression", "unary_expression", "test_command"):
             self.single_bracket_test(word)
         else:
@@ -371,6 +375,12 @@ class FlowCheck(ReceiverCheck):
             self.climbed.add(key)
             kind = parent.type
             if kind == "command_substitution":
+                if command is not None:
+                    # What the commands inside print on other descriptors
+                    # (>&2, an error) is the enclosing statement's output
+                    # (review 13): its redirects and pipeline get the value.
+                    outer = self.enclosing_statement(parent)
+                    self.statement(outer, outer)
                 self.substitution(parent)
                 return
             if kind == "process_substitution":
@@ -389,6 +399,14 @@ class FlowCheck(ReceiverCheck):
             else:
                 raise Refused(_RULE_BY_PARENT.get(kind, "unclassified"), node, kind)
             node = parent
+
+    def enclosing_statement(self, node: Any) -> Any:
+        """The statement ``node`` is part of: the highest ancestor below a
+        container of statements (a list, a pipeline, a redirect, a block)."""
+        tree = self.tree
+        while tree.parent(node) is not None and tree.parent(node).type not in _PLAIN_CONTAINERS:
+            node = tree.parent(node)
+        return node
 
     def substitution(self, substitution: Any) -> None:
         """``$( )`` holding a value: its output is the value now."""

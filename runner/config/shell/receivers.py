@@ -14,6 +14,7 @@ beside a value, no executor with a value in its environment.  A class over
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Callable
@@ -129,18 +130,21 @@ class ReceiverCheck(CheckState):
     def launched(self, resolved: Command) -> Any:
         """The word of ``resolved``'s arguments that names a program it may
         launch (``tini-static -s /usr/bin/xargs``, ``ld.so /bin/sh``): a
-        shell or an interpreter anywhere, an executor as a path or as the
-        first word that is not an option; None if there is none."""
-        first = True
+        shell or an interpreter anywhere, an executor as any word that is not
+        an option (``debconf -f noninteractive flock``: an option's argument
+        comes first, the thirteenth review), either also as an option's
+        ``=`` value (``--compress-program=sh``); None if there is none."""
         for word in resolved.arguments:
             text = self.tree.static(word)
             if text is None:
                 continue
-            base = text.rsplit("/", 1)[-1]
-            if is_interpreter(base) or (is_executor(base) and ("/" in text or first)):
-                return word
-            if not text.startswith("-"):
-                first = False
+            candidates = [text]
+            if text.startswith("-") and "=" in text:
+                candidates.append(text.split("=", 1)[1])
+            for candidate in candidates:
+                base = candidate.rsplit("/", 1)[-1]
+                if is_interpreter(base) or (is_executor(base) and not candidate.startswith("-")):
+                    return word
         return None
 
     #: Programs that write what they receive to the files their arguments name.
@@ -276,7 +280,7 @@ class ReceiverCheck(CheckState):
                 if (
                     name
                     and value is not None
-                    and _PROCESS_TEXT.search(
+                    and names_process_path(
                         self.tree.static(value) or _UNQUOTED.sub("", self.text(value))
                     )
                 ):
@@ -286,7 +290,7 @@ class ReceiverCheck(CheckState):
     def names_process_text(self, word: Any, process_names: set[str]) -> bool:
         """Does ``word`` name a path under /proc or /dev/fd (after quote
         removal, or through a variable set to one)?"""
-        if _PROCESS_TEXT.search(self.tree.static(word) or _UNQUOTED.sub("", self.text(word))):
+        if names_process_path(self.tree.static(word) or _UNQUOTED.sub("", self.text(word))):
             return True
         return any(
             node.type in ("simple_expansion", "expansion")
@@ -304,7 +308,7 @@ class ReceiverCheck(CheckState):
         if operator not in READING_REDIRECTS or destination is None:
             return False
         text = self.tree.static(destination)
-        return text is None or _PROCESS_TEXT.search(text) is not None
+        return text is None or names_process_path(text)
 
     def reads_tainted_path(self, redirect: Any) -> bool:
         """Is ``redirect`` a ``<`` (or ``<>``) from a file a value was written to?"""
@@ -349,6 +353,18 @@ class ReceiverCheck(CheckState):
                     resolved.name_node,
                     f"{name}: this script writes a value to a file {name} may read",
                 )
+            elif self.content_written and name not in STRICT_RECEIVERS:
+                # touch -- {{ x }}; sort *: the glob may expand to a file name a
+                # value chose, read as an option (--compress-program=sh, the
+                # thirteenth review); after --, names are only operands
+                option_glob = self.glob_before_operands(resolved)
+                if option_glob is not None:
+                    self.refuse(
+                        "file-flow",
+                        option_glob,
+                        f"{name} {self.text(option_glob)[:30]}: a file name a value chose "
+                        "may expand here as an option (put -- before it)",
+                    )
 
     def interpreters_beside_values(self) -> None:
         """No shell or interpreter runs anywhere in a script that holds a
@@ -369,10 +385,39 @@ class ReceiverCheck(CheckState):
                 continue
             if is_interpreter(name):
                 self.refuse("interpreter", resolved.name_node, name)
+            elif name not in BUILTINS and (launched := self.launched(resolved)) is not None:
+                # find -exec sh, sort --compress-program=sh, debconf sh: a shell
+                # another program starts is a shell beside the values too
+                # (the thirteenth review); in strict mode, an executor too
+                text = self.text(launched)[:40]
+                base = (self.tree.static(launched) or "").split("=", 1)[-1].rsplit("/", 1)[-1]
+                if is_interpreter(base):
+                    self.refuse("interpreter", launched, f"{name} starts {text}")
+                elif self.consumers is not None and base not in self.consumers:
+                    self.refuse("executor", launched, f"{name} starts {text}, not in consumers:")
             elif self.consumers is not None and is_executor(name) and name not in self.consumers:
                 # strict mode is a closed world: xargs -a <(ls) env reads a value
                 # a file name holds without receiving it
                 self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
+
+    def glob_before_operands(self, resolved: Command) -> Any:
+        """The first argument of ``resolved`` bash may glob into file names
+        before a ``--`` ends its options, or None."""
+        for word in resolved.arguments:
+            text = self.tree.static(word)
+            if text == "--":
+                return None
+            if self.globs(word):
+                return word
+        return None
+
+    def globs(self, word: Any) -> bool:
+        """Does bash expand ``word`` into file names (an unquoted ``*``, ``?``, ``[``)?"""
+        if word.type == "word":
+            return GLOB.search(self.text(word)) is not None
+        if word.type == "concatenation":
+            return any(self.globs(part) for part in word.named_children)
+        return False
 
     def names_tainted_path(self, word: Any) -> bool:
         """Does ``word`` name a file a value was written to?  Compared by base
@@ -476,11 +521,49 @@ class ReceiverCheck(CheckState):
 #: the process's own stdin and descriptors, and /proc (a command line, an
 #: environment).
 _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+
+
+def names_process_path(text: str) -> bool:
+    """Might ``text`` (a word, quotes removed) name a path under /proc or
+    /dev/fd?  Spelled plainly, or with a component that is ``proc`` or a
+    pattern matching it, relative too (``/[p]roc/$$/cmdline``, ``/pr?c``,
+    ``/{proc,x}``, ``proc/$$/cmdline`` after ``cd /``: the thirteenth
+    review)."""
+    if _PROCESS_TEXT.search(text):
+        return True
+    parts = text.split("/")
+    for index, part in enumerate(parts):
+        if _component_may_be("proc", part):
+            return True
+        if _component_may_be("dev", part) and index + 1 < len(parts):
+            after = parts[index + 1]
+            if _component_may_be("fd", after) or _component_may_be("stdin", after):
+                return True
+    return False
+
+
+def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
+    """Can the path component ``part`` expand to ``name`` (braces, then globs)?"""
+    braces = _BRACES.search(part)
+    if braces is not None and depth < 4:
+        head, tail = part[: braces.start()], part[braces.end() :]
+        return any(
+            _component_may_be(name, head + option + tail, depth + 1)
+            for option in braces.group(1).split(",")
+        )
+    if part == name:
+        return True
+    return GLOB.search(part) is not None and fnmatch.fnmatchcase(name, part)
+
+
 #: Quotes and backslashes, removed from a word's text before it is matched
 #: against ``_PROCESS_TEXT`` (``/pro''c/$$/cmdline`` is ``/proc/...`` to bash).
 _UNQUOTED = re.compile(r"['\"\\]")
 #: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
-_PROCESS_LISTERS = frozenset({"ps", "pgrep", "pstree", "top", "htop", "jobs"})
+_PROCESS_LISTERS = frozenset(
+    {"ps", "pgrep", "pstree", "top", "htop", "jobs", "pmap", "lsns", "systemd-cgls", "w", "pidstat"}
+)
 
 
 def _prints(words: list[str | None]) -> bool:

@@ -55,8 +55,10 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "rebinding": (
         "in a script that changes what later names mean (alias, hash, enable, trap, "
-        "eval, source, let, exec, coproc, shopt or set beyond the usual options)",
-        "drop the rebinding command: in a script with values, names mean what they say",
+        "eval, source, let, exec, coproc, shopt or set beyond the usual options; "
+        "set -x and -v, which print every value where no check follows it)",
+        "drop the rebinding command: in a script with values, names mean what they say "
+        "(to see what a step runs, use runner render)",
     ),
     "printf-option": (
         "in printf's format or option words, which printf reads before any data",
@@ -247,10 +249,11 @@ BUILTINS = frozenset(
 #: ``shopt`` options a script with values may set: they change globbing only.
 SAFE_SHOPT = frozenset({"nullglob", "failglob", "dotglob", "globstar", "nocaseglob", "nocasematch"})
 #: ``set`` options a script with values may use.
-SAFE_SET_LETTERS = frozenset("euxvfCo")
-SAFE_SET_OPTIONS = frozenset(
-    {"errexit", "nounset", "xtrace", "pipefail", "noclobber", "noglob", "verbose"}
-)
+#: Not -x/-v (xtrace, verbose): they print every value to stderr, in
+#: assignments, for lists and case subjects the flow check treats as
+#: printing nothing (review 13).
+SAFE_SET_LETTERS = frozenset("eufCo")
+SAFE_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "noclobber", "noglob"})
 
 #: Commands whose arguments are another command, followed to it: the program
 #: they run is the one judged.  Any other program that runs its arguments is
@@ -329,6 +332,13 @@ _INTERPRETER = re.compile(
 EXECUTOR_SUPPLEMENT = frozenset(
     {
         "scriptlive",  # util-linux: runs its -c command through $SHELL (eleventh review)
+        # the thirteenth review: debconf PROGRAM runs it; Debian's other names
+        # of fakeroot; terraform runs a local-exec provisioner of any *.tf
+        "debconf",
+        "fakeroot-sysv",
+        "fakeroot-tcp",
+        "terraform",
+        "tofu",
         # the twelfth review: a unixexec: bus address runs a program; LLVM's
         # `not` runs its arguments; sdiff's `e` starts ed, whose `!` runs a
         # shell; make-first-existing-target runs make with its options
@@ -709,7 +719,10 @@ _CODE_BEARING_ENV = re.compile(
     r"TAPE|CVS_.*|RSYNC_.*|OPENSSL_.*|ZIP.*|UNZIP.*|.*_CONF|.*_CONFIG|"
     # the tenth review: a D-Bus address runs a program (unixexec:), the
     # Cloud SDK hands *_ARGS to Python; addresses and argument lists by kind
-    r"DBUS_.*|.*_ADDRESS|.*_ARGS|.*_ARGV|CLOUDSDK_.*)"
+    r"DBUS_.*|.*_ADDRESS|.*_ARGS|.*_ARGV|CLOUDSDK_.*|"
+    # the thirteenth review: lua and luajit run LUA_INIT (and LUA_INIT_5_4) at
+    # start-up; ImageMagick and its kin read a policy and delegates by path
+    r"LUA_.*|MAGICK_.*|TCL.*|R_PROFILE.*|R_ENVIRON.*|PHP_INI_.*|PHPRC|.*_INIT)"
 )
 
 

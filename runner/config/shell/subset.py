@@ -407,23 +407,27 @@ class SubsetCheck(FlowCheck):
         return None
 
     def set_construct(self, resolved: Command, statics: list[str | None]) -> None:
-        expect_option = False
+        expect_option = off = False
         for word, text in zip(resolved.arguments, statics, strict=True):
             if text is None:
                 self.refuse("rebinding", word, "set with a word read at run time")
                 return
             if expect_option:
                 expect_option = False
-                if text not in SAFE_SET_OPTIONS:
+                turning_off = {"xtrace", "verbose"} if off else set()
+                if text not in SAFE_SET_OPTIONS | turning_off:
                     self.refuse("rebinding", word, f"set -o {text}")
                 continue
             if text == "--" or not text.startswith(("-", "+")):
                 self.refuse("rebinding", word, "set with positional parameters")
                 return
             letters = set(text[1:])
-            if not letters <= SAFE_SET_LETTERS:
+            # +x, +v turn tracing off: harmless
+            allowed = SAFE_SET_LETTERS | (set("xv") if text.startswith("+") else set())
+            if not letters <= allowed:
                 self.refuse("rebinding", word, f"set {text}")
             expect_option = "o" in letters
+            off = text.startswith("+")
 
     def bracket_test_construct(self, test: Any) -> None:
         """``[ ... ]`` as tree-sitter files it, flattened back to test's words."""
