@@ -27,8 +27,10 @@ from .store.base import FINAL_STATUSES
 #: How often a quiet event stream sends a comment line, so proxies keep it open.
 KEEPALIVE_SECONDS = 15.0
 #: How often a stream reads the database for a session another server runs
-#: (PostgreSQL): that server's events do not wake this process.
+#: (PostgreSQL) when this server cannot listen for that server's commits.
 FOLLOW_ELSEWHERE_SECONDS = 0.5
+#: ... and when it listens (each commit wakes the stream): a safety net only.
+FOLLOW_LISTENING_SECONDS = 10.0
 
 _SESSION = re.compile(r"^/v1/sessions/(sess_[0-9a-f]{32})(/messages|/events)?$")
 
@@ -153,7 +155,10 @@ class App:
         then the live ones, until the session is closed or failed."""
         last = after
         quiet_since = time.monotonic()
+        store = self.sessions.store
         while True:
+            # Before the reads below: a commit after them wakes this stream.
+            listening = self.sessions.runs_here(session_id) or store.listen()
             changed = self.sessions.changed(session_id)
             for seq, event in self.sessions.store.events(session_id, after=last):
                 last = seq
@@ -169,7 +174,8 @@ class App:
             # Keep-alive on time even when wake-ups bring no new event.
             wait = max(0.0, KEEPALIVE_SECONDS - (time.monotonic() - quiet_since))
             if not self.sessions.runs_here(session_id):
-                wait = min(wait, FOLLOW_ELSEWHERE_SECONDS)
+                poll = FOLLOW_LISTENING_SECONDS if listening else FOLLOW_ELSEWHERE_SECONDS
+                wait = min(wait, poll)
             with anyio.move_on_after(wait):
                 await changed.wait()
                 continue

@@ -80,7 +80,8 @@ def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
         if recorded is not None:
             return recorded
         details = await run(ctx, context, paths, secrets)
-        store.finish_step(ctx.session_id, hook, point, step, details)
+        # Committed with the step's events, before the next step begins.
+        await store.finish_step_async(ctx.session_id, hook, point, step, details)
         return details
 
     return run_once
@@ -97,7 +98,11 @@ def _hook_index(store: Store, plan: LifecyclePlan, session_id: str, event: dict)
 
 
 def record_hook_point(store: Store, plan: LifecyclePlan, session_id: str, event: dict) -> None:
-    """Journal a ``hook_finished`` event as its hook point being done."""
+    """Journal a ``hook_finished`` event as its hook point being done.
+
+    Durable before the next hook begins (it waits for the commit, from the
+    event listener, which cannot await): a Python hook's own effects are not
+    journaled, so the record is what keeps it from running again."""
     index = _hook_index(store, plan, session_id, event)
     if index is not None:
         store.finish_step(session_id, index, event["point"], WHOLE_HOOK, {})
@@ -172,7 +177,7 @@ class ReplayClock:
         recorded = self.store.finished_step(self.session_id, self.hook, key, number)
         if recorded is None:
             recorded = {"until": time.time() + seconds}
-            self.store.finish_step(self.session_id, self.hook, key, number, recorded)
+            await self.store.finish_step_async(self.session_id, self.hook, key, number, recorded)
         await anyio.sleep(max(0.0, recorded["until"] - time.time()))
 
 
@@ -236,8 +241,8 @@ class JournaledSandbox(Sandbox):
             )
         return number, recorded
 
-    def _record(self, number: int, fingerprint: str, described: str, result: dict) -> None:
-        self.store.finish_step(
+    async def _record(self, number: int, fingerprint: str, described: str, result: dict) -> None:
+        await self.store.finish_step_async(
             self.journal_session,
             self.hook,
             self.point,
@@ -269,7 +274,7 @@ class JournaledSandbox(Sandbox):
             "duration_seconds": result.duration_seconds,
             "output_truncated": result.output_truncated,
         }
-        self._record(number, fingerprint, described, {"result": fields})
+        await self._record(number, fingerprint, described, {"result": fields})
         return result
 
     async def read_file(self, path: str) -> bytes:
@@ -284,7 +289,7 @@ class JournaledSandbox(Sandbox):
             if len(data) <= MAX_RECORDED_READ
             else {}
         )
-        self._record(number, fingerprint, described, kept)
+        await self._record(number, fingerprint, described, kept)
         return data
 
     async def read_file_limited(self, path: str, limit: int) -> bytes:
@@ -299,7 +304,7 @@ class JournaledSandbox(Sandbox):
             if len(data) <= MAX_RECORDED_READ
             else {}
         )
-        self._record(number, fingerprint, described, kept)
+        await self._record(number, fingerprint, described, kept)
         return data
 
     async def write_file(self, path: str, data: bytes | str) -> None:
@@ -311,7 +316,7 @@ class JournaledSandbox(Sandbox):
         if recorded is not None:
             return
         await self.inner.write_file(path, data)
-        self._record(number, fingerprint, described, {})
+        await self._record(number, fingerprint, described, {})
 
     async def save_file(self, path: str, target: Path) -> int:
         fingerprint = _fingerprint("save_file", path, str(target))
@@ -320,7 +325,7 @@ class JournaledSandbox(Sandbox):
         if recorded is not None and Path(target).exists():
             return int(recorded["size"])
         size = await self.inner.save_file(path, target)
-        self._record(number, fingerprint, described, {"size": size})
+        await self._record(number, fingerprint, described, {"size": size})
         return size
 
     async def delete(self) -> None:  # the session's, not a hook's: never replayed
@@ -350,7 +355,7 @@ class JournaledModel:
                 refusal=recorded["refusal"],
             )
         reply = await self.model.complete(messages, tools)
-        self.store.finish_step(
+        await self.store.finish_step_async(
             self.session_id,
             TURN,
             "turn:model",

@@ -4,10 +4,23 @@ Two engines behind one set of queries (:class:`Store`): a SQLite file
 (:class:`SqliteStore`; ``--db FILE``, default ``runner-serve.db`` in the
 output folder), opened in WAL mode, zero set-up, one server; or a PostgreSQL
 database that several servers share (``--db postgresql://...``, ``postgres``).
-Every write commits before the call returns, so a server killed with
-SIGKILL loses nothing it had recorded (on SQLite, WAL with
-``synchronous=NORMAL`` survives a crashed process, not a power cut, which
-would need ``FULL``; see docs/serve-design.md).
+
+Writes go through one writer thread per store (``_Writer``), on a connection
+of its own, so the event loop never waits for a commit's fsync and the
+writes of every session in flight share commits (group commit: what was
+queued while one commit ran goes into the next).  Two kinds of write:
+
+- durable ones (a session's row, a finished step, the end of a turn): the
+  call returns once its transaction committed, so a server killed with
+  SIGKILL loses nothing it was told was recorded;
+- events (``add_event``): queued and committed with the next durable write
+  (a step's events with the step's record) or, if none comes, within
+  ``EVENT_LINGER_SECONDS``.  Writes commit in the order they were made, so
+  a step's events are durable before the step is recorded as finished, and
+  clients see an event only once it is committed (``on_commit`` wakes them).
+
+On SQLite, WAL with ``synchronous=NORMAL`` survives a crashed process, not a
+power cut, which would need ``FULL``; see docs/serve-design.md.
 
 What is never written here: a secret value.  Inputs are stored as the
 client sent them with every secret input replaced by a reference
@@ -17,16 +30,28 @@ them, and errors are the scrubbed texts the events carry.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger("runner.serve.store")
+
+#: The longest an event waits for a durable write to commit with (then it
+#: commits alone): how late, at most, a client following a session sees it.
+EVENT_LINGER_SECONDS = 0.05
+
+#: One statement: SQL with ``?`` placeholders, and its arguments.
+Statement = tuple[str, tuple[Any, ...]]
 
 #: Statuses a session can have; the last two are final.
 OPEN_STATUSES = ("starting", "waiting", "running", "closing")
@@ -155,24 +180,55 @@ class Store:
     #: None (SQLite): one server, no fence.
     server_id: str | None = None
 
-    def close(self) -> None:
-        raise NotImplementedError
+    #: Called (from the writer's thread) with the ids of the sessions a commit
+    #: wrote: the server wakes the clients following them.
+    on_commit: Callable[[set[str]], None] | None = None
 
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
-        """Run one statement in its own committed transaction; the rows it changed."""
+    def close(self) -> None:
         raise NotImplementedError
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
-        """In one transaction: read the last number (``sql_last`` with ``key``),
-        insert the next (``sql_insert`` with ``*key, number, value``); return it."""
+    def _commit(self, writes: list[list[Statement]], sessions: set[str]) -> list[int]:
+        """Run every write of ``writes`` in one transaction (the writer's
+        connection, its thread); the rows each changed.  ``sessions``: the
+        sessions the transaction writes (PostgreSQL notifies other servers)."""
         raise NotImplementedError
 
-    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def _start_writer(self) -> None:
+        self._writer = _Writer(self)
+
+    def _stop_writer(self) -> None:
+        self._writer.stop()
+
+    def _execute(self, sql: str, args: tuple[Any, ...], session_id: str | None = None) -> int:
+        """Run one statement in its own committed transaction; the rows it changed."""
+        return self._writer.submit([(sql, args)], session_id).result()
+
+    async def _execute_async(
+        self, sql: str, args: tuple[Any, ...], session_id: str | None = None
+    ) -> int:
+        """:meth:`_execute` for the event loop: it waits without blocking it."""
+        return await _awaited(self._writer.submit([(sql, args)], session_id))
+
+    def _atomically(self, statements: list[Statement], session_id: str | None = None) -> None:
         """Run ``statements`` in one transaction: all or none."""
-        raise NotImplementedError
+        self._writer.submit(statements, session_id).result()
+
+    async def _atomically_async(
+        self, statements: list[Statement], session_id: str | None = None
+    ) -> None:
+        await _awaited(self._writer.submit(statements, session_id))
+
+    def listen(self) -> bool:
+        """Make other servers' commits wake this one's clients (``on_commit``);
+        False if they cannot (SQLite: there are no other servers)."""
+        return False
+
+    def flush(self) -> None:
+        """Return once every write made so far (events included) is committed."""
+        self._writer.submit([], None).result()
 
     # --- who runs which session --------------------------------------------
 
@@ -203,9 +259,48 @@ class Store:
         owner: str | None = None,
     ) -> SessionRow | None:
         """Insert a session; None (and nothing written) if the key is taken."""
+        sql, args = self._insert_session(
+            session_id, agent, inputs, idempotency_key, fingerprint, file_hash, backend, owner
+        )
+        if not self._execute(sql, args, session_id):
+            return None
+        return self.session(session_id)
+
+    async def create_session_async(
+        self,
+        *,
+        session_id: str,
+        agent: str,
+        inputs: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        file_hash: str,
+        backend: str,
+        owner: str | None = None,
+    ) -> SessionRow | None:
+        """:meth:`create_session` for the event loop (it waits for the commit
+        without blocking the loop)."""
+        sql, args = self._insert_session(
+            session_id, agent, inputs, idempotency_key, fingerprint, file_hash, backend, owner
+        )
+        if not await self._execute_async(sql, args, session_id):
+            return None
+        return self.session(session_id)
+
+    def _insert_session(
+        self,
+        session_id: str,
+        agent: str,
+        inputs: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        file_hash: str,
+        backend: str,
+        owner: str | None,
+    ) -> Statement:
         now = time.time()
         # DO NOTHING on either unique column: the id (never reused) or the key.
-        inserted = self._execute(
+        return (
             "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
             " file_hash, backend, owner, server_id, created_at, updated_at)"
             " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -223,13 +318,19 @@ class Store:
                 now,
             ),
         )
-        if not inserted:
-            return None
-        return self.session(session_id)
 
     def update(self, session_id: str, **fields: Any) -> None:
         """Set ``status``, ``sandbox``, ``result``, ``error`` or ``conversation``
         (fenced: nothing changes if another server took the session over)."""
+        sql, args = self._update(session_id, fields)
+        self._execute(sql, args, session_id)
+
+    async def update_async(self, session_id: str, **fields: Any) -> None:
+        """:meth:`update` for the event loop."""
+        sql, args = self._update(session_id, fields)
+        await self._execute_async(sql, args, session_id)
+
+    def _update(self, session_id: str, fields: dict[str, Any]) -> Statement:
         json_fields = {"sandbox", "result", "conversation"}
         allowed = {"status", "error", *json_fields}
         if not fields or set(fields) - allowed:
@@ -239,7 +340,7 @@ class Store:
         ]
         assignments = ", ".join(f"{name} = ?" for name in fields)
         fence, fenced = self._fence()
-        self._execute(
+        return (
             f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?{fence}",
             (*values, time.time(), session_id, *fenced),
         )
@@ -254,6 +355,7 @@ class Store:
         self._execute(
             "UPDATE sessions SET owner = ?, server_id = ?, updated_at = ? WHERE id = ?",
             (owner, self.server_id, time.time(), session_id),
+            session_id,
         )
 
     def open_ids(self) -> list[tuple[str, str]]:
@@ -333,13 +435,24 @@ class Store:
 
     # --- events -------------------------------------------------------------
 
-    def add_event(self, session_id: str, event: dict[str, Any]) -> int:
-        """Append an (already scrubbed) event; return its sequence number (1, 2, ...)."""
-        return self._append(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
-            "INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)",
-            (session_id,),
-            json.dumps(event, default=str),
+    def add_event(self, session_id: str, event: dict[str, Any]) -> None:
+        """Append an (already scrubbed) event, numbered 1, 2, ... per session.
+
+        Queued, not waited for: it commits with the session's next durable
+        write, or alone within ``EVENT_LINGER_SECONDS`` (see the module's
+        docstring); its number is taken in that transaction.  One server
+        writes a session's events (its owner); the primary key refuses a
+        second writer's number anyway."""
+        self._writer.submit(
+            [
+                (
+                    "INSERT INTO events (session_id, seq, event)"
+                    " SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM events WHERE session_id = ?",
+                    (session_id, json.dumps(event, default=str), session_id),
+                )
+            ],
+            session_id,
+            wait=False,
         )
 
     def events(self, session_id: str, *, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -355,8 +468,23 @@ class Store:
     def finish_step(
         self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
     ) -> None:
-        """Record a finished step (``step=WHOLE_HOOK``: a whole hook point)."""
-        self._execute(
+        """Record a finished step (``step=WHOLE_HOOK``: a whole hook point);
+        durable (with the events before it) when this returns."""
+        sql, args = self._step(session_id, hook, point, step, details)
+        self._execute(sql, args, session_id)
+
+    async def finish_step_async(
+        self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> None:
+        """:meth:`finish_step` for the event loop."""
+        sql, args = self._step(session_id, hook, point, step, details)
+        await self._execute_async(sql, args, session_id)
+
+    @staticmethod
+    def _step(
+        session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> Statement:
+        return (
             "INSERT INTO steps (session_id, hook, point, step, details, finished_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, hook, point, step)"
             " DO UPDATE SET details = excluded.details, finished_at = excluded.finished_at",
@@ -380,23 +508,26 @@ class Store:
         """The turn in flight ended: store the conversation and the turn's
         result, set the session ``waiting`` and drop the turn's journal, in one
         transaction (a restart then never replays a turn it already stored)."""
+        self._atomically(self._end_turn(session_id, conversation, result), session_id)
+
+    async def end_turn_async(
+        self, session_id: str, *, conversation: list[dict[str, Any]], result: dict[str, Any]
+    ) -> None:
+        """:meth:`end_turn` for the event loop."""
+        await self._atomically_async(self._end_turn(session_id, conversation, result), session_id)
+
+    def _end_turn(
+        self, session_id: str, conversation: list[dict[str, Any]], result: dict[str, Any]
+    ) -> list[Statement]:
         fence, fenced = self._fence()
-        self._atomically(
-            [
-                (
-                    "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
-                    f" updated_at = ? WHERE id = ?{fence}",
-                    (
-                        json.dumps(conversation),
-                        json.dumps(result),
-                        time.time(),
-                        session_id,
-                        *fenced,
-                    ),
-                ),
-                ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
-            ]
-        )
+        return [
+            (
+                "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
+                f" updated_at = ? WHERE id = ?{fence}",
+                (json.dumps(conversation), json.dumps(result), time.time(), session_id, *fenced),
+            ),
+            ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
+        ]
 
     def finished_hooks(self, session_id: str, point: str) -> set[int]:
         rows = self._rows(
@@ -425,16 +556,16 @@ class SqliteStore(Store):
                 f"another runner serve is using {self.path}; give this one its own --db"
             ) from None
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = _connect(self.path)
         with self._lock:
             self._db.executescript(SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
             for added in ("owner", "server_id"):  # a file written before servers had them
                 if added not in columns:
                     self._db.execute(f"ALTER TABLE sessions ADD COLUMN {added} TEXT")
+        # The writer's own connection: readers (WAL) never wait for its commits.
+        self._write_db = _connect(self.path)
+        self._start_writer()
         self._execute(
             "INSERT INTO meta (key, value) VALUES ('id', ?) ON CONFLICT DO NOTHING",
             (f"serve-{os.urandom(8).hex()}",),
@@ -444,47 +575,135 @@ class SqliteStore(Store):
         ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
 
     def close(self) -> None:
+        self._stop_writer()
+        self._write_db.close()
         with self._lock:
             self._db.close()
         os.close(self._owner)
-
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                changed = self._db.execute(sql, args).rowcount
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        return changed
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                ((last,),) = self._db.execute(sql_last, key).fetchall()
-                self._db.execute(sql_insert, (*key, last + 1, value))
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        return last + 1
+    def _commit(self, writes: list[list[Statement]], sessions: set[str]) -> list[int]:
+        db = self._write_db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            changed = [sum(db.execute(sql, args).rowcount for sql, args in w) for w in writes]
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return changed
 
-    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
+@dataclass
+class _Write:
+    statements: list[Statement]
+    session_id: str | None
+    #: None for an event: nobody waits for it.
+    future: concurrent.futures.Future[int] | None = field(default=None)
+
+
+class _Writer:
+    """The store's writer thread: it commits what was queued, oldest first,
+    as many writes per transaction as were waiting (group commit).
+
+    A batch holding only events waits up to ``EVENT_LINGER_SECONDS`` for a
+    durable write to share its commit (a step's events and its record).  If a
+    batch fails, each of its writes runs again alone, so the error reaches
+    the caller whose write caused it; an event that cannot be written is
+    logged, and the next durable write of its session fails with its error.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.queue: list[_Write] = []
+        self.ready = threading.Condition()
+        self.stopping = False
+        self.failed: dict[str, BaseException] = {}
+        self.thread = threading.Thread(target=self.run, name="runner-serve-writer", daemon=True)
+        self.thread.start()
+
+    def submit(
+        self, statements: list[Statement], session_id: str | None, *, wait: bool = True
+    ) -> concurrent.futures.Future[int]:
+        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+        with self.ready:
+            if self.stopping:
+                raise StoreError("the database is closed")
+            if wait and session_id in self.failed:
+                future.set_exception(self.failed.pop(session_id))  # type: ignore[arg-type]
+                return future
+            self.queue.append(_Write(statements, session_id, future if wait else None))
+            self.ready.notify()
+        if not wait:
+            future.set_result(0)
+        return future
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread."""
+        with self.ready:
+            self.stopping = True
+            self.ready.notify()
+        self.thread.join()
+
+    def run(self) -> None:
+        while True:
+            with self.ready:
+                while not self.queue and not self.stopping:
+                    self.ready.wait()
+                if not self.queue:
+                    return
+                deadline = time.monotonic() + EVENT_LINGER_SECONDS
+                while not self.stopping and all(w.future is None for w in self.queue):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.ready.wait(left)
+                batch, self.queue = self.queue, []
+            self.commit(batch)
+
+    def commit(self, batch: list[_Write]) -> None:
+        try:
+            results = self.store._commit(
+                [w.statements for w in batch], {w.session_id for w in batch if w.session_id}
+            )
+        except BaseException as exc:
+            if len(batch) > 1:
+                for write in batch:  # the writes that can commit do; the error finds its own
+                    self.commit([write])
+                return
+            (write,) = batch
+            if write.future is not None:
+                write.future.set_exception(exc)
+            elif write.session_id is not None:
+                logger.error("session %s: an event could not be stored: %s", write.session_id, exc)
+                with self.ready:
+                    self.failed[write.session_id] = exc
+            return
+        for write, changed in zip(batch, results, strict=True):
+            if write.future is not None:
+                write.future.set_result(changed)
+        committed = {w.session_id for w in batch if w.session_id and w.statements}
+        if committed and self.store.on_commit is not None:
             try:
-                for sql, args in statements:
-                    self._db.execute(sql, args)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self.store.on_commit(committed)
+            except Exception:  # a stopping server's loop: nobody to wake
+                logger.debug("on_commit failed", exc_info=True)
+
+
+async def _awaited(future: concurrent.futures.Future[int]) -> int:
+    """Wait for the writer's answer without blocking the event loop."""
+    return await asyncio.wrap_future(future)
 
 
 _NAMES = (
