@@ -102,7 +102,8 @@ class App:
         if sub is None:
             _allow(method, "GET", "DELETE")
             if method == "GET":
-                return json_response(200, self.sessions.row(session_id).public())
+                row = await self.sessions.store.read(self.sessions.row, session_id)
+                return json_response(200, row.public())
             row = await self.sessions.close(session_id)
             return json_response(200, row.public())
         if sub == "/messages":
@@ -112,10 +113,10 @@ class App:
             if not isinstance(text, str) or not text or set(body) != {"text"}:
                 raise ApiError(400, "bad_request", 'the body must be {"text": "<message>"}')
             turn = await self.sessions.message(session_id, text)
-            row = self.sessions.row(session_id)
+            row = await self.sessions.store.read(self.sessions.row, session_id)
             return json_response(200, {"id": session_id, "status": row.status, "turn": turn})
         _allow(method, "GET")
-        self.sessions.row(session_id)  # 404 before the stream starts
+        await self.sessions.store.read(self.sessions.row, session_id)  # 404 before the stream
         after = _last_event_id(request)
         return StreamResponse(self._events(session_id, after))
 
@@ -160,15 +161,15 @@ class App:
             # Before the reads below: a commit after them wakes this stream.
             listening = self.sessions.runs_here(session_id) or store.listen()
             changed = self.sessions.changed(session_id)
-            for seq, event in self.sessions.store.events(session_id, after=last):
+            for seq, event in await store.read(_events_after, store, session_id, last):
                 last = seq
                 quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
             if self.streams_ending:
                 return
-            status = self.sessions.store.status_of(session_id)
+            status = await store.read(store.status_of, session_id)
             if status is None or status in FINAL_STATUSES:
-                if not any(True for _ in self.sessions.store.events(session_id, after=last)):
+                if not await store.read(_events_after, store, session_id, last):
                     return
                 continue
             # Keep-alive on time even when wake-ups bring no new event.
@@ -182,6 +183,10 @@ class App:
             if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
                 quiet_since = time.monotonic()
                 yield b": keep-alive\n\n"
+
+
+def _events_after(store: Any, session_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
+    return list(store.events(session_id, after=last))
 
 
 def _cursor(created_at: float, session_id: str) -> str:

@@ -79,6 +79,7 @@ def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
         recorded = store.finished_step(ctx.session_id, hook, point, step)
         if recorded is not None:
             return recorded
+        await store.settle(ctx.session_id)  # what came before is durable before this runs
         details = await run(ctx, context, paths, secrets)
         # Committed with the step's events, before the next step begins.
         await store.finish_step_async(ctx.session_id, hook, point, step, details)
@@ -97,15 +98,23 @@ def _hook_index(store: Store, plan: LifecyclePlan, session_id: str, event: dict)
     return None
 
 
+#: The position of each hook running now, found at its ``hook_started``, by
+#: ``(session, point, hook name)``: its ``hook_finished`` needs no second look-up.
+_running: dict[tuple[str, str, str], int | None] = {}
+
+
 def record_hook_point(store: Store, plan: LifecyclePlan, session_id: str, event: dict) -> None:
     """Journal a ``hook_finished`` event as its hook point being done.
 
-    Durable before the next hook begins (it waits for the commit, from the
-    event listener, which cannot await): a Python hook's own effects are not
-    journaled, so the record is what keeps it from running again."""
-    index = _hook_index(store, plan, session_id, event)
+    Queued, not waited for (the event listener cannot await): it commits
+    before the session's next step, sandbox call or model call
+    (``Store.settle``) or its next durable write, whichever comes first.  A
+    Python hook's effects outside ``ctx.sandbox`` do not wait for it: a crash
+    in those few milliseconds runs the finished hook point again."""
+    key = (session_id, event["point"], event["hook"])
+    index = _running.pop(key) if key in _running else _hook_index(store, plan, session_id, event)
     if index is not None:
-        store.finish_step(session_id, index, event["point"], WHOLE_HOOK, {})
+        store.finish_step_soon(session_id, index, event["point"], WHOLE_HOOK, {})
 
 
 def follow_hook_clock(
@@ -125,6 +134,7 @@ def follow_hook_clock(
     """
     if event["event"] == "hook_started":
         index = _hook_index(store, plan, session_id, event)
+        _running[(session_id, event["point"], event["hook"])] = index
         if index is not None:
             current_clock.set(ReplayClock(store, session_id, index, event["point"]))
             # A YAML hook's steps are journaled one by one (journal_steps):
@@ -142,6 +152,8 @@ def follow_hook_clock(
                     )
                 )
     else:
+        if event["event"] != "hook_finished":  # hook_finished: record_hook_point's
+            _running.pop((session_id, event["point"], event["hook"]), None)
         current_clock.set(None)
         hook_sandbox.set(None)
 
@@ -263,6 +275,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return SandboxExecutionResult(**recorded["result"])
+        await self.store.settle(self.journal_session)
         result = await self.inner.execute(
             command, timeout_seconds=timeout_seconds, env=env, cwd=cwd
         )
@@ -283,6 +296,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and "data" in recorded:
             return base64.b64decode(recorded["data"])
+        await self.store.settle(self.journal_session)
         data = await self.inner.read_file(path)
         kept = (
             {"data": base64.b64encode(scrubbed(data)).decode()}
@@ -298,6 +312,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and "data" in recorded:
             return base64.b64decode(recorded["data"])
+        await self.store.settle(self.journal_session)
         data = await self.inner.read_file_limited(path, limit)
         kept = (
             {"data": base64.b64encode(scrubbed(data)).decode()}
@@ -315,6 +330,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return
+        await self.store.settle(self.journal_session)
         await self.inner.write_file(path, data)
         await self._record(number, fingerprint, described, {})
 
@@ -324,6 +340,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and Path(target).exists():
             return int(recorded["size"])
+        await self.store.settle(self.journal_session)
         size = await self.inner.save_file(path, target)
         await self._record(number, fingerprint, described, {"size": size})
         return size
@@ -354,6 +371,7 @@ class JournaledModel:
                 finish_reason=recorded["finish_reason"],
                 refusal=recorded["refusal"],
             )
+        await self.store.settle(self.session_id)
         reply = await self.model.complete(messages, tools)
         await self.store.finish_step_async(
             self.session_id,

@@ -315,7 +315,8 @@ class Sessions(SessionWork, Recovery):
 
         def remember_sandbox(sandbox: Any) -> None:
             live.sandbox = sandbox
-            self._set(session_id, sandbox=_sandbox_record(sandbox))
+            # Committed before the first step or sandbox call (Store.settle).
+            self.store.update_soon(session_id, sandbox=_sandbox_record(sandbox))
 
         async def work() -> None:
             emit("session_starting", session_id=session_id, agent=live.agent_name)
@@ -457,7 +458,7 @@ class Sessions(SessionWork, Recovery):
         return turn
 
     async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
-        row = self.row(session_id)
+        row = await self.store.read(self.row, session_id)
         if row.status in FINAL_STATUSES:
             return row
         self._elsewhere(row, "close it")
@@ -468,8 +469,10 @@ class Sessions(SessionWork, Recovery):
         await self._set_async(session_id, status="closing")
         session = live.session
         await self._in_session(session_id, live, lambda: session.close(reason=reason))
-        self._finish_close(session_id, session)
-        return self.row(session_id)
+        self.live.pop(session_id, None)
+        await self._set_async(session_id, **_closed(session))
+        self._release(session_id)
+        return await self.store.read(self.row, session_id)
 
     async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
         """Close the session ``ttl`` seconds after it was created (the sandbox's
@@ -485,18 +488,17 @@ class Sessions(SessionWork, Recovery):
 
     def _finish_close(self, session_id: str, session: Session) -> None:
         self.live.pop(session_id, None)
-        # The hook and the type only, as in events (the engine logged the rest).
-        failures = [
-            f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures
-        ]
-        self._set(
-            session_id,
-            status="failed" if failures else "closed",
-            error="; ".join(failures) or None,
-        )
+        self._set(session_id, **_closed(session))
         self._release(session_id)
 
     # --- resume -------------------------------------------------------------
+
+
+def _closed(session: Session) -> dict[str, Any]:
+    """The fields of a closed session: ``failed`` if an ``on_destroy`` failed
+    (the hook and the type only, as in events: the engine logged the rest)."""
+    failures = [f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures]
+    return {"status": "failed" if failures else "closed", "error": "; ".join(failures) or None}
 
 
 def _hide_secrets(text: str, live: Live) -> str:

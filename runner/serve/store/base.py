@@ -42,9 +42,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 logger = logging.getLogger("runner.serve.store")
+
+T = TypeVar("T")
 
 #: The longest an event waits for a durable write to commit with (then it
 #: commits alone): how late, at most, a client following a session sees it.
@@ -180,6 +184,17 @@ class Store:
     #: None (SQLite): one server, no fence.
     server_id: str | None = None
 
+    #: Whether a read waits for another process (PostgreSQL): the event loop
+    #: then reads in a worker thread (:meth:`read`); SQLite answers in microseconds.
+    reads_wait = False
+
+    async def read(self, query: Callable[..., T], *args: Any) -> T:
+        """``query(*args)`` (a read of this store) without blocking the event
+        loop while the database answers."""
+        if not self.reads_wait:
+            return query(*args)
+        return await anyio.to_thread.run_sync(query, *args)
+
     #: Called (from the writer's thread) with the ids of the sessions a commit
     #: wrote: the server wakes the clients following them.
     on_commit: Callable[[set[str]], None] | None = None
@@ -197,6 +212,7 @@ class Store:
         raise NotImplementedError
 
     def _start_writer(self) -> None:
+        self._unsettled: dict[str, concurrent.futures.Future[int]] = {}
         self._writer = _Writer(self)
 
     def _stop_writer(self) -> None:
@@ -220,6 +236,20 @@ class Store:
         self, statements: list[Statement], session_id: str | None = None
     ) -> None:
         await _awaited(self._writer.submit(statements, session_id))
+
+    def _soon(self, statements: list[Statement], session_id: str) -> None:
+        """Queue a durable write without waiting for it (a caller that cannot
+        await): :meth:`settle` waits for it before the session's next effect."""
+        future = self._writer.submit(statements, session_id)
+        self._unsettled[session_id] = future  # the newest: writes commit in order
+        future.add_done_callback(_log_failure)
+
+    async def settle(self, session_id: str) -> None:
+        """Return once the session's writes queued by ``*_soon`` are committed
+        (a step or sandbox call runs only after them); raise their error."""
+        future = self._unsettled.pop(session_id, None)
+        if future is not None:
+            await _awaited(future)
 
     def listen(self) -> bool:
         """Make other servers' commits wake this one's clients (``on_commit``);
@@ -285,7 +315,8 @@ class Store:
         )
         if not await self._execute_async(sql, args, session_id):
             return None
-        return self.session(session_id)
+        # What the insert wrote, without reading it back.
+        return _row((*args[:2], "starting", *args[2:9], None, None, None, None, *args[9:]))
 
     def _insert_session(
         self,
@@ -324,6 +355,11 @@ class Store:
         (fenced: nothing changes if another server took the session over)."""
         sql, args = self._update(session_id, fields)
         self._execute(sql, args, session_id)
+
+    def update_soon(self, session_id: str, **fields: Any) -> None:
+        """:meth:`update` without waiting: committed before the session's next
+        step, sandbox call or durable write (:meth:`settle`)."""
+        self._soon([self._update(session_id, fields)], session_id)
 
     async def update_async(self, session_id: str, **fields: Any) -> None:
         """:meth:`update` for the event loop."""
@@ -472,6 +508,12 @@ class Store:
         durable (with the events before it) when this returns."""
         sql, args = self._step(session_id, hook, point, step, details)
         self._execute(sql, args, session_id)
+
+    def finish_step_soon(
+        self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> None:
+        """:meth:`finish_step` without waiting (see :meth:`update_soon`)."""
+        self._soon([self._step(session_id, hook, point, step, details)], session_id)
 
     async def finish_step_async(
         self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
@@ -699,6 +741,11 @@ class _Writer:
                 self.store.on_commit(committed)
             except Exception:  # a stopping server's loop: nobody to wake
                 logger.debug("on_commit failed", exc_info=True)
+
+
+def _log_failure(future: concurrent.futures.Future[int]) -> None:
+    if future.exception() is not None:
+        logger.error("a journal write failed: %s", future.exception())
 
 
 async def _awaited(future: concurrent.futures.Future[int]) -> int:

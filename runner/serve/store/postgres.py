@@ -72,6 +72,7 @@ class PostgresStore(Store):
     """Sessions in a PostgreSQL database that any number of servers share."""
 
     exclusive = False
+    reads_wait = True
 
     def __init__(self, url: str) -> None:
         try:
