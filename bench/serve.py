@@ -523,12 +523,15 @@ async def stores(table: Table, folder: Path, file: Path, db: str, quick: bool) -
                 creates[name].extend(times)
     sqlite_rate = pct(rates["sqlite"], 50)
     postgres_rate = pct(rates["postgres"], 50)
+    ratios = [p / q for p, q in zip(rates["postgres"], rates["sqlite"], strict=True)]
     table.line(
         f"stores, {total10} sessions, 10 at a time: sessions per second (median of {rounds});"
         " columns: PostgreSQL (fsync on), SQLite",
         f"{postgres_rate:.1f}/s",
         f"{sqlite_rate:.1f}/s",
-        f"{postgres_rate / sqlite_rate:.2f}x (PostgreSQL / SQLite)",
+        f"{postgres_rate / sqlite_rate:.2f}x (PostgreSQL / SQLite; each round: "
+        + ", ".join(f"{r:.2f}x" for r in ratios)
+        + ")",
     )
     for name in ("postgres", "sqlite"):
         p50, p99 = pct(creates[name], 50), pct(creates[name], 99)

@@ -76,7 +76,7 @@ def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
         paths: Paths,
         secrets: Mapping[str, str],
     ) -> dict:
-        recorded = store.finished_step(ctx.session_id, hook, point, step)
+        recorded = await store.read(store.finished_step, ctx.session_id, hook, point, step)
         if recorded is not None:
             return recorded
         await store.settle(ctx.session_id)  # what came before is durable before this runs

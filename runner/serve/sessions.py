@@ -264,6 +264,8 @@ class Sessions(SessionWork, Recovery):
         # No await between this count and the reservation (_creating): two
         # requests cannot both take the last place.  A replayed idempotency
         # key (above) creates nothing, so it is answered even at the limit.
+        # (A session whose insert just committed may count twice for an
+        # instant: never one too many.)
         if self.store.count_open() + self._creating >= self.max_sessions:
             raise ApiError(
                 503,
@@ -275,9 +277,9 @@ class Sessions(SessionWork, Recovery):
         # Claimed before the row exists: another server looking for sessions
         # to take over never sees this one unclaimed.  (A new random id: no
         # one else can hold it.)
-        self.store.claim(session_id)
         self._creating += 1
         try:
+            await self.store.read(self.store.claim, session_id)
             row = await self.store.create_session_async(
                 session_id=session_id,
                 agent=agent.name,
