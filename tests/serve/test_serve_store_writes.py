@@ -107,11 +107,12 @@ def sse_events_until(client: httpx.Client, session_id: str, last: str) -> list[d
     return events
 
 
-def test_an_event_is_visible_only_once_committed_and_a_step_only_after_its_events(
+def test_a_step_record_commits_the_events_queued_before_it_and_wakes_followers(
     tmp_path: Path,
 ) -> None:
-    """The store's own order: queued events are invisible (not committed)
-    until the next durable write, which commits them first."""
+    """The store's own order: an event is queued (``add_event`` does not
+    wait); the next durable write commits it too, and the commit is what
+    wakes the clients following the session (``on_commit``)."""
     store = SqliteStore(tmp_path / "journal.db")
     try:
         committed: list[set[str]] = []
