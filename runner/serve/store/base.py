@@ -213,6 +213,7 @@ class Store:
 
     def _start_writer(self) -> None:
         self._unsettled: dict[str, concurrent.futures.Future[int]] = {}
+        self._unsettled_lock = threading.Lock()
         self._writer = _Writer(self)
 
     def _stop_writer(self) -> None:
@@ -241,13 +242,25 @@ class Store:
         """Queue a durable write without waiting for it (a caller that cannot
         await): :meth:`settle` waits for it before the session's next effect."""
         future = self._writer.submit(statements, session_id)
-        self._unsettled[session_id] = future  # the newest: writes commit in order
-        future.add_done_callback(_log_failure)
+        with self._unsettled_lock:
+            self._unsettled[session_id] = future  # the newest: writes commit in order
+
+        def done(future: concurrent.futures.Future[int]) -> None:
+            if future.exception() is not None:  # kept: settle() raises it
+                error = future.exception()
+                logger.error("session %s: a journal write failed: %s", session_id, error)
+                return
+            with self._unsettled_lock:  # committed: nothing to wait for (nor to keep)
+                if self._unsettled.get(session_id) is future:
+                    del self._unsettled[session_id]
+
+        future.add_done_callback(done)
 
     async def settle(self, session_id: str) -> None:
         """Return once the session's writes queued by ``*_soon`` are committed
         (a step or sandbox call runs only after them); raise their error."""
-        future = self._unsettled.pop(session_id, None)
+        with self._unsettled_lock:
+            future = self._unsettled.pop(session_id, None)
         if future is not None:
             await _awaited(future)
 
@@ -741,11 +754,6 @@ class _Writer:
                 self.store.on_commit(committed)
             except Exception:  # a stopping server's loop: nobody to wake
                 logger.debug("on_commit failed", exc_info=True)
-
-
-def _log_failure(future: concurrent.futures.Future[int]) -> None:
-    if future.exception() is not None:
-        logger.error("a journal write failed: %s", future.exception())
 
 
 async def _awaited(future: concurrent.futures.Future[int]) -> int:
