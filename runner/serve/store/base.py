@@ -5,7 +5,7 @@ Two engines behind one set of queries (:class:`Store`): a SQLite file
 output folder), opened in WAL mode, zero set-up, one server; or a PostgreSQL
 database that several servers share (``--db postgresql://...``, ``postgres``).
 
-Writes go through one writer thread per store (``_Writer``), on a connection
+Writes go through one writer thread per store (``writer.Writer``), on a connection
 of its own, so the event loop never waits for a commit's fsync and the
 writes of every session in flight share commits (group commit: what was
 queued while one commit ran goes into the next).  Two kinds of write:
@@ -15,7 +15,7 @@ queued while one commit ran goes into the next).  Two kinds of write:
   SIGKILL loses nothing it was told was recorded;
 - events (``add_event``): queued and committed with the next durable write
   (a step's events with the step's record) or, if none comes, within
-  ``EVENT_LINGER_SECONDS``.  Writes commit in the order they were made, so
+  ``writer.EVENT_LINGER_SECONDS``.  Writes commit in the order they were made, so
   a step's events are durable before the step is recorded as finished, and
   clients see an event only once it is committed (``on_commit`` wakes them).
 
@@ -30,8 +30,6 @@ them, and errors are the scrubbed texts the events carry.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import fcntl
 import json
 import logging
@@ -40,22 +38,19 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 
+from .writer import Statement, Writer, awaited
+
 logger = logging.getLogger("runner.serve.store")
 
 T = TypeVar("T")
 
-#: The longest an event waits for a durable write to commit with (then it
-#: commits alone): how late, at most, a client following a session sees it.
-EVENT_LINGER_SECONDS = 0.05
-
-#: One statement: SQL with ``?`` placeholders, and its arguments.
-Statement = tuple[str, tuple[Any, ...]]
 
 #: Statuses a session can have; the last two are final.
 OPEN_STATUSES = ("starting", "waiting", "running", "closing")
@@ -212,9 +207,9 @@ class Store:
         raise NotImplementedError
 
     def _start_writer(self) -> None:
-        self._unsettled: dict[str, concurrent.futures.Future[int]] = {}
+        self._unsettled: dict[str, Future[int]] = {}
         self._unsettled_lock = threading.Lock()
-        self._writer = _Writer(self)
+        self._writer = Writer(self._commit, lambda: self.on_commit)
 
     def _stop_writer(self) -> None:
         self._writer.stop()
@@ -227,7 +222,7 @@ class Store:
         self, sql: str, args: tuple[Any, ...], session_id: str | None = None
     ) -> int:
         """:meth:`_execute` for the event loop: it waits without blocking it."""
-        return await _awaited(self._writer.submit([(sql, args)], session_id))
+        return await awaited(self._writer.submit([(sql, args)], session_id))
 
     def _atomically(self, statements: list[Statement], session_id: str | None = None) -> None:
         """Run ``statements`` in one transaction: all or none."""
@@ -236,7 +231,7 @@ class Store:
     async def _atomically_async(
         self, statements: list[Statement], session_id: str | None = None
     ) -> None:
-        await _awaited(self._writer.submit(statements, session_id))
+        await awaited(self._writer.submit(statements, session_id))
 
     def _soon(self, statements: list[Statement], session_id: str) -> None:
         """Queue a durable write without waiting for it (a caller that cannot
@@ -245,7 +240,7 @@ class Store:
         with self._unsettled_lock:
             self._unsettled[session_id] = future  # the newest: writes commit in order
 
-        def done(future: concurrent.futures.Future[int]) -> None:
+        def done(future: Future[int]) -> None:
             if future.exception() is not None:  # kept: settle() raises it
                 error = future.exception()
                 logger.error("session %s: a journal write failed: %s", session_id, error)
@@ -262,7 +257,7 @@ class Store:
         with self._unsettled_lock:
             future = self._unsettled.pop(session_id, None)
         if future is not None:
-            await _awaited(future)
+            await awaited(future)
 
     def listen(self) -> bool:
         """Make other servers' commits wake this one's clients (``on_commit``);
@@ -658,107 +653,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=5000")
     return db
-
-
-@dataclass
-class _Write:
-    statements: list[Statement]
-    session_id: str | None
-    #: None for an event: nobody waits for it.
-    future: concurrent.futures.Future[int] | None = field(default=None)
-
-
-class _Writer:
-    """The store's writer thread: it commits what was queued, oldest first,
-    as many writes per transaction as were waiting (group commit).
-
-    A batch holding only events waits up to ``EVENT_LINGER_SECONDS`` for a
-    durable write to share its commit (a step's events and its record).  If a
-    batch fails, each of its writes runs again alone, so the error reaches
-    the caller whose write caused it; an event that cannot be written is
-    logged, and the next durable write of its session fails with its error.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.queue: list[_Write] = []
-        self.ready = threading.Condition()
-        self.stopping = False
-        self.failed: dict[str, BaseException] = {}
-        self.thread = threading.Thread(target=self.run, name="runner-serve-writer", daemon=True)
-        self.thread.start()
-
-    def submit(
-        self, statements: list[Statement], session_id: str | None, *, wait: bool = True
-    ) -> concurrent.futures.Future[int]:
-        future: concurrent.futures.Future[int] = concurrent.futures.Future()
-        with self.ready:
-            if self.stopping:
-                raise StoreError("the database is closed")
-            if wait and session_id in self.failed:
-                future.set_exception(self.failed.pop(session_id))  # type: ignore[arg-type]
-                return future
-            self.queue.append(_Write(statements, session_id, future if wait else None))
-            self.ready.notify()
-        if not wait:
-            future.set_result(0)
-        return future
-
-    def stop(self) -> None:
-        """Commit what is queued, then end the thread."""
-        with self.ready:
-            self.stopping = True
-            self.ready.notify()
-        self.thread.join()
-
-    def run(self) -> None:
-        while True:
-            with self.ready:
-                while not self.queue and not self.stopping:
-                    self.ready.wait()
-                if not self.queue:
-                    return
-                deadline = time.monotonic() + EVENT_LINGER_SECONDS
-                while not self.stopping and all(w.future is None for w in self.queue):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self.ready.wait(left)
-                batch, self.queue = self.queue, []
-            self.commit(batch)
-
-    def commit(self, batch: list[_Write]) -> None:
-        try:
-            results = self.store._commit(
-                [w.statements for w in batch], {w.session_id for w in batch if w.session_id}
-            )
-        except BaseException as exc:
-            if len(batch) > 1:
-                for write in batch:  # the writes that can commit do; the error finds its own
-                    self.commit([write])
-                return
-            (write,) = batch
-            if write.future is not None:
-                write.future.set_exception(exc)
-            elif write.session_id is not None:
-                logger.error("session %s: an event could not be stored: %s", write.session_id, exc)
-                with self.ready:
-                    self.failed[write.session_id] = exc
-            return
-        for write, changed in zip(batch, results, strict=True):
-            if write.future is not None:
-                write.future.set_result(changed)
-        committed = {w.session_id for w in batch if w.session_id and w.statements}
-        if committed and self.store.on_commit is not None:
-            try:
-                self.store.on_commit(committed)
-            except Exception:  # a stopping server's loop: nobody to wake
-                logger.debug("on_commit failed", exc_info=True)
-
-
-async def _awaited(future: concurrent.futures.Future[int]) -> int:
-    """Wait for the writer's answer without blocking the event loop."""
-    return await asyncio.wrap_future(future)
 
 
 _NAMES = (

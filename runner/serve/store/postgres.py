@@ -43,7 +43,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .base import SCHEMA, Statement, Store, StoreError
+from .base import SCHEMA, Store, StoreError
+from .writer import Statement
 
 #: The channel a commit notifies with the ids of the sessions it wrote.
 EVENTS_CHANNEL = "runner_serve_events"
