@@ -301,7 +301,10 @@ def test_a_second_server_takes_over_a_killed_servers_session(two_servers, tmp_pa
     session_id = created.json()["id"]
     workspace = wait_for(lambda: a.workspaces(), what="the workspace")[0]
     wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
-    first_run = int(wait_for(lambda: (workspace / "creating.pid").read_text().strip(), what="pid"))
+    pid_file = workspace / "creating.pid"  # written just after "creating": wait for it too
+    first_run = int(
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="pid")
+    )
 
     with b.client() as client:
         # Any server reads any session; only its owner runs it.
