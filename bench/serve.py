@@ -42,6 +42,11 @@ machine.  The agent has one hook whose ``on_create`` is one ``run:`` step.
    SIGKILLed; measured from the kill, until the second server has all 50
    back in their cut-off step (``--claim-interval`` 1 s, the default), and
    until all 50 are ``waiting`` once unblocked.
+6. the stores side by side (``--stores-only``; local sandbox): one server on
+   SQLite and one on PostgreSQL (``fsync`` on), the same agent, rounds
+   interleaved: sessions per second with 10 clients (each session created,
+   ``waiting``, closed), as PostgreSQL / SQLite; and with 50 clients, each
+   ``POST /v1/sessions``' own time, p50 and p99, on each store.
 
 Containers: the server's are durable, labelled ``sandbox-runner.durable=<id
 of the bench's database>``; this process's carry
@@ -467,6 +472,80 @@ async def throughput(
     server.stop()
 
 
+async def api_rate(
+    client: httpx.AsyncClient, total: int, at_once: int
+) -> tuple[float, list[float]]:
+    """``total`` whole sessions through the API, ``at_once`` at a time: the
+    sessions per second, and each ``POST /v1/sessions``' own time (create)."""
+    limit = asyncio.Semaphore(at_once)
+    creates: list[float] = []
+
+    async def one() -> None:
+        async with limit:
+            started = time.perf_counter()
+            created = await client.post("/v1/sessions", json={"agent": "bench"})
+            creates.append(time.perf_counter() - started)
+            created.raise_for_status()
+            session_id = created.json()["id"]
+            while await status_of(client, session_id) not in ("waiting", "failed"):
+                await asyncio.sleep(0.05)  # light polling: the server serves the sessions
+            closed = (await client.delete(f"/v1/sessions/{session_id}")).json()
+            if closed["status"] != "closed":
+                raise RuntimeError(f"session {session_id} did not close: {closed}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(total)))
+    return total / (time.perf_counter() - started), creates
+
+
+async def stores(table: Table, folder: Path, file: Path, db: str, quick: bool) -> None:
+    """The same sessions on SQLite and on PostgreSQL (``fsync`` on), rounds
+    interleaved: sessions per second at 10 clients (PostgreSQL / SQLite), and
+    the create (``POST``) p50 / p99 at 50 clients on each store."""
+    sqlite_server = Server(file, folder / "sqlite")
+    postgres_server = Server(file, folder / "postgres", db)
+    SERVERS.extend([sqlite_server, postgres_server])
+    sqlite_server.start()
+    postgres_server.start()
+    total10, total50, rounds = (40, 100, 1) if quick else (60, 150, 3)
+    rates: dict[str, list[float]] = {"sqlite": [], "postgres": []}
+    creates: dict[str, list[float]] = {"sqlite": [], "postgres": []}
+    async with sqlite_server.client() as on_sqlite, postgres_server.client() as on_postgres:
+        clients = {"sqlite": on_sqlite, "postgres": on_postgres}
+        for client in clients.values():
+            await api_session(client)  # warm-up
+        for _ in range(rounds):
+            for name, client in clients.items():
+                rate, _ = await api_rate(client, total10, 10)
+                rates[name].append(rate)
+            for name, client in clients.items():
+                _, times = await api_rate(client, total50, 50)
+                creates[name].extend(times)
+    sqlite_rate = pct(rates["sqlite"], 50)
+    postgres_rate = pct(rates["postgres"], 50)
+    ratios = [p / q for p, q in zip(rates["postgres"], rates["sqlite"], strict=True)]
+    table.line(
+        f"stores, {total10} sessions, 10 at a time: sessions per second (median of {rounds});"
+        " columns: PostgreSQL (fsync on), SQLite",
+        f"{postgres_rate:.1f}/s",
+        f"{sqlite_rate:.1f}/s",
+        f"{postgres_rate / sqlite_rate:.2f}x (PostgreSQL / SQLite; each round: "
+        + ", ".join(f"{r:.2f}x" for r in ratios)
+        + ")",
+    )
+    for name in ("postgres", "sqlite"):
+        p50, p99 = pct(creates[name], 50), pct(creates[name], 99)
+        table.line(
+            f"stores, {total50} sessions, 50 at a time: create (POST) p50 / p99 on {name}"
+            f" (n={len(creates[name])})",
+            f"{ms(p50)} / {ms(p99)}",
+            "-",
+            f"p99 = {p99 / p50:.1f}x p50",
+        )
+    sqlite_server.stop()
+    postgres_server.stop()
+
+
 async def hundred(table: Table, folder: Path, file: Path, count: int = 100) -> None:
     server = Server(file, folder)
     SERVERS.append(server)
@@ -628,7 +707,12 @@ def start_postgres() -> Any:
 
 
 async def main(
-    rounds: int, docker: bool, quick: bool, postgres: bool, pools_only: bool = False
+    rounds: int,
+    docker: bool,
+    quick: bool,
+    postgres: bool,
+    pools_only: bool = False,
+    stores_only: bool = False,
 ) -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     if docker:
@@ -638,6 +722,13 @@ async def main(
     print(f"bench/serve.py: {rounds} rounds, load average {load[0]:.2f}, image {IMAGE}\n")
     try:
         local = agent_file(folder, sandbox="local")
+        if stores_only:
+            if (cluster := start_postgres()) is not None:
+                try:
+                    await stores(table, folder / "stores", local, cluster.new_database(), quick)
+                finally:
+                    cluster.stop()
+            return
         if not pools_only:
             await latencies(table, "local", folder / "lat-local", local, rounds)
             await throughput(table, "local", folder / "rate-local", local, 20 if quick else 40, 10)
@@ -685,6 +776,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--pools-only", action="store_true", help="only the Docker pool rows of measure 1"
     )
+    parser.add_argument(
+        "--stores-only", action="store_true", help="only SQLite against PostgreSQL (measure 6)"
+    )
     args = parser.parse_args()
     try:
         asyncio.run(
@@ -694,6 +788,7 @@ if __name__ == "__main__":
                 args.quick,
                 not args.no_postgres,
                 args.pools_only,
+                args.stores_only,
             )
         )
     except KeyboardInterrupt:

@@ -27,8 +27,10 @@ from .store.base import FINAL_STATUSES
 #: How often a quiet event stream sends a comment line, so proxies keep it open.
 KEEPALIVE_SECONDS = 15.0
 #: How often a stream reads the database for a session another server runs
-#: (PostgreSQL): that server's events do not wake this process.
+#: (PostgreSQL) when this server cannot listen for that server's commits.
 FOLLOW_ELSEWHERE_SECONDS = 0.5
+#: ... and when it listens (each commit wakes the stream): a safety net only.
+FOLLOW_LISTENING_SECONDS = 10.0
 
 _SESSION = re.compile(r"^/v1/sessions/(sess_[0-9a-f]{32})(/messages|/events)?$")
 
@@ -100,7 +102,8 @@ class App:
         if sub is None:
             _allow(method, "GET", "DELETE")
             if method == "GET":
-                return json_response(200, self.sessions.row(session_id).public())
+                row = await self.sessions.store.read(self.sessions.row, session_id)
+                return json_response(200, row.public())
             row = await self.sessions.close(session_id)
             return json_response(200, row.public())
         if sub == "/messages":
@@ -110,10 +113,10 @@ class App:
             if not isinstance(text, str) or not text or set(body) != {"text"}:
                 raise ApiError(400, "bad_request", 'the body must be {"text": "<message>"}')
             turn = await self.sessions.message(session_id, text)
-            row = self.sessions.row(session_id)
+            row = await self.sessions.store.read(self.sessions.row, session_id)
             return json_response(200, {"id": session_id, "status": row.status, "turn": turn})
         _allow(method, "GET")
-        self.sessions.row(session_id)  # 404 before the stream starts
+        await self.sessions.store.read(self.sessions.row, session_id)  # 404 before the stream
         after = _last_event_id(request)
         return StreamResponse(self._events(session_id, after))
 
@@ -153,29 +156,37 @@ class App:
         then the live ones, until the session is closed or failed."""
         last = after
         quiet_since = time.monotonic()
+        store = self.sessions.store
         while True:
+            # Before the reads below: a commit after them wakes this stream.
+            listening = self.sessions.runs_here(session_id) or store.listen()
             changed = self.sessions.changed(session_id)
-            for seq, event in self.sessions.store.events(session_id, after=last):
+            for seq, event in await store.read(_events_after, store, session_id, last):
                 last = seq
                 quiet_since = time.monotonic()
                 yield f"id: {seq}\ndata: {json.dumps(event, default=str)}\n\n".encode()
             if self.streams_ending:
                 return
-            status = self.sessions.store.status_of(session_id)
+            status = await store.read(store.status_of, session_id)
             if status is None or status in FINAL_STATUSES:
-                if not any(True for _ in self.sessions.store.events(session_id, after=last)):
+                if not await store.read(_events_after, store, session_id, last):
                     return
                 continue
             # Keep-alive on time even when wake-ups bring no new event.
             wait = max(0.0, KEEPALIVE_SECONDS - (time.monotonic() - quiet_since))
             if not self.sessions.runs_here(session_id):
-                wait = min(wait, FOLLOW_ELSEWHERE_SECONDS)
+                poll = FOLLOW_LISTENING_SECONDS if listening else FOLLOW_ELSEWHERE_SECONDS
+                wait = min(wait, poll)
             with anyio.move_on_after(wait):
                 await changed.wait()
                 continue
             if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
                 quiet_since = time.monotonic()
                 yield b": keep-alive\n\n"
+
+
+def _events_after(store: Any, session_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
+    return list(store.events(session_id, after=last))
 
 
 def _cursor(created_at: float, session_id: str) -> str:

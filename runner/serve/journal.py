@@ -76,11 +76,13 @@ def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
         paths: Paths,
         secrets: Mapping[str, str],
     ) -> dict:
-        recorded = store.finished_step(ctx.session_id, hook, point, step)
+        recorded = await store.read(store.finished_step, ctx.session_id, hook, point, step)
         if recorded is not None:
             return recorded
+        await store.settle(ctx.session_id)  # what came before is durable before this runs
         details = await run(ctx, context, paths, secrets)
-        store.finish_step(ctx.session_id, hook, point, step, details)
+        # Committed with the step's events, before the next step begins.
+        await store.finish_step_async(ctx.session_id, hook, point, step, details)
         return details
 
     return run_once
@@ -96,11 +98,23 @@ def _hook_index(store: Store, plan: LifecyclePlan, session_id: str, event: dict)
     return None
 
 
+#: The position of each hook running now, found at its ``hook_started``, by
+#: ``(session, point, hook name)``: its ``hook_finished`` needs no second look-up.
+_running: dict[tuple[str, str, str], int | None] = {}
+
+
 def record_hook_point(store: Store, plan: LifecyclePlan, session_id: str, event: dict) -> None:
-    """Journal a ``hook_finished`` event as its hook point being done."""
-    index = _hook_index(store, plan, session_id, event)
+    """Journal a ``hook_finished`` event as its hook point being done.
+
+    Queued, not waited for (the event listener cannot await): it commits
+    before the session's next step, sandbox call or model call
+    (``Store.settle``) or its next durable write, whichever comes first.  A
+    Python hook's effects outside ``ctx.sandbox`` do not wait for it: a crash
+    in those few milliseconds runs the finished hook point again."""
+    key = (session_id, event["point"], event["hook"])
+    index = _running.pop(key) if key in _running else _hook_index(store, plan, session_id, event)
     if index is not None:
-        store.finish_step(session_id, index, event["point"], WHOLE_HOOK, {})
+        store.finish_step_soon(session_id, index, event["point"], WHOLE_HOOK, {})
 
 
 def follow_hook_clock(
@@ -120,6 +134,7 @@ def follow_hook_clock(
     """
     if event["event"] == "hook_started":
         index = _hook_index(store, plan, session_id, event)
+        _running[(session_id, event["point"], event["hook"])] = index
         if index is not None:
             current_clock.set(ReplayClock(store, session_id, index, event["point"]))
             # A YAML hook's steps are journaled one by one (journal_steps):
@@ -137,6 +152,8 @@ def follow_hook_clock(
                     )
                 )
     else:
+        if event["event"] != "hook_finished":  # hook_finished: record_hook_point's
+            _running.pop((session_id, event["point"], event["hook"]), None)
         current_clock.set(None)
         hook_sandbox.set(None)
 
@@ -172,7 +189,7 @@ class ReplayClock:
         recorded = self.store.finished_step(self.session_id, self.hook, key, number)
         if recorded is None:
             recorded = {"until": time.time() + seconds}
-            self.store.finish_step(self.session_id, self.hook, key, number, recorded)
+            await self.store.finish_step_async(self.session_id, self.hook, key, number, recorded)
         await anyio.sleep(max(0.0, recorded["until"] - time.time()))
 
 
@@ -236,8 +253,8 @@ class JournaledSandbox(Sandbox):
             )
         return number, recorded
 
-    def _record(self, number: int, fingerprint: str, described: str, result: dict) -> None:
-        self.store.finish_step(
+    async def _record(self, number: int, fingerprint: str, described: str, result: dict) -> None:
+        await self.store.finish_step_async(
             self.journal_session,
             self.hook,
             self.point,
@@ -258,6 +275,7 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return SandboxExecutionResult(**recorded["result"])
+        await self.store.settle(self.journal_session)
         result = await self.inner.execute(
             command, timeout_seconds=timeout_seconds, env=env, cwd=cwd
         )
@@ -269,7 +287,7 @@ class JournaledSandbox(Sandbox):
             "duration_seconds": result.duration_seconds,
             "output_truncated": result.output_truncated,
         }
-        self._record(number, fingerprint, described, {"result": fields})
+        await self._record(number, fingerprint, described, {"result": fields})
         return result
 
     async def read_file(self, path: str) -> bytes:
@@ -278,13 +296,14 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and "data" in recorded:
             return base64.b64decode(recorded["data"])
+        await self.store.settle(self.journal_session)
         data = await self.inner.read_file(path)
         kept = (
             {"data": base64.b64encode(scrubbed(data)).decode()}
             if len(data) <= MAX_RECORDED_READ
             else {}
         )
-        self._record(number, fingerprint, described, kept)
+        await self._record(number, fingerprint, described, kept)
         return data
 
     async def read_file_limited(self, path: str, limit: int) -> bytes:
@@ -293,13 +312,14 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and "data" in recorded:
             return base64.b64decode(recorded["data"])
+        await self.store.settle(self.journal_session)
         data = await self.inner.read_file_limited(path, limit)
         kept = (
             {"data": base64.b64encode(scrubbed(data)).decode()}
             if len(data) <= MAX_RECORDED_READ
             else {}
         )
-        self._record(number, fingerprint, described, kept)
+        await self._record(number, fingerprint, described, kept)
         return data
 
     async def write_file(self, path: str, data: bytes | str) -> None:
@@ -310,8 +330,9 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None:
             return
+        await self.store.settle(self.journal_session)
         await self.inner.write_file(path, data)
-        self._record(number, fingerprint, described, {})
+        await self._record(number, fingerprint, described, {})
 
     async def save_file(self, path: str, target: Path) -> int:
         fingerprint = _fingerprint("save_file", path, str(target))
@@ -319,8 +340,9 @@ class JournaledSandbox(Sandbox):
         number, recorded = self._recorded(fingerprint, described)
         if recorded is not None and Path(target).exists():
             return int(recorded["size"])
+        await self.store.settle(self.journal_session)
         size = await self.inner.save_file(path, target)
-        self._record(number, fingerprint, described, {"size": size})
+        await self._record(number, fingerprint, described, {"size": size})
         return size
 
     async def delete(self) -> None:  # the session's, not a hook's: never replayed
@@ -349,8 +371,9 @@ class JournaledModel:
                 finish_reason=recorded["finish_reason"],
                 refusal=recorded["refusal"],
             )
+        await self.store.settle(self.session_id)
         reply = await self.model.complete(messages, tools)
-        self.store.finish_step(
+        await self.store.finish_step_async(
             self.session_id,
             TURN,
             "turn:model",

@@ -30,6 +30,7 @@ nothing deletes an instance when the server dies, and the platform's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -116,6 +117,19 @@ class Sessions(SessionWork, Recovery):
         #: Clients following a session's events wait on these (one per session).
         self._changed: dict[str, anyio.Event] = {}
         self._loop_thread = threading.get_ident()
+        #: Sessions being inserted (their commit awaited): counted by --max-sessions.
+        self._creating = 0
+        # The store's commits (its writer thread), and on PostgreSQL other
+        # servers' commits, wake the clients following those sessions.
+        loop = asyncio.get_running_loop()
+
+        def committed(session_ids: set[str]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody follows
+                loop.call_soon_threadsafe(self._wake, session_ids)
+
+        store.on_commit = committed
+        if hasattr(store, "on_commit_elsewhere"):
+            store.on_commit_elsewhere = lambda session_id: committed({session_id})
         #: Per Docker agent with ``pool:``, the environment whose warm pool its
         #: sessions share (each session compiles the agent again).
         self._pools: dict[str, Any] = {}
@@ -129,6 +143,15 @@ class Sessions(SessionWork, Recovery):
                 self._python[agent.name] = PythonCompiled(agent.python)
 
     # --- helpers ------------------------------------------------------------
+
+    def _wake(self, session_ids: set[str]) -> None:
+        for session_id in session_ids:
+            self._notify(session_id)
+
+    async def _set_async(self, session_id: str, **fields: Any) -> None:
+        """``_set`` for the event loop: it waits for the commit without blocking it."""
+        await self.store.update_async(session_id, **fields)
+        self._notify(session_id)
 
     def _compile(self, agent: AgentFile, session_id: str) -> Any:
         """Compile the agent's file for one session: its save: steps write under
@@ -238,10 +261,12 @@ class Sessions(SessionWork, Recovery):
             existing = self.store.session_by_key(key)
             if existing is not None:
                 return self._same(existing, fingerprint), False
-        # No await between this count and the insert: two requests cannot both
-        # take the last place.  A replayed idempotency key (above) creates
-        # nothing, so it is answered even at the limit.
-        if self.store.count_open() >= self.max_sessions:
+        # No await between this count and the reservation (_creating): two
+        # requests cannot both take the last place.  A replayed idempotency
+        # key (above) creates nothing, so it is answered even at the limit.
+        # (A session whose insert just committed may count twice for an
+        # instant: never one too many.)
+        if self.store.count_open() + self._creating >= self.max_sessions:
             raise ApiError(
                 503,
                 "too_many_sessions",
@@ -252,17 +277,21 @@ class Sessions(SessionWork, Recovery):
         # Claimed before the row exists: another server looking for sessions
         # to take over never sees this one unclaimed.  (A new random id: no
         # one else can hold it.)
-        self.store.claim(session_id)
-        row = self.store.create_session(
-            session_id=session_id,
-            agent=agent.name,
-            inputs=stored,
-            idempotency_key=key,
-            fingerprint=fingerprint,
-            file_hash=agent_hash(agent),
-            backend=agent.backend,
-            owner=self.owner,
-        )
+        self._creating += 1
+        try:
+            await self.store.read(self.store.claim, session_id)
+            row = await self.store.create_session_async(
+                session_id=session_id,
+                agent=agent.name,
+                inputs=stored,
+                idempotency_key=key,
+                fingerprint=fingerprint,
+                file_hash=agent_hash(agent),
+                backend=agent.backend,
+                owner=self.owner,
+            )
+        finally:
+            self._creating -= 1
         if row is None:  # a concurrent request took the key first
             self.store.release(session_id)
             return self._same(self.store.session_by_key(key), fingerprint), False  # type: ignore[arg-type]
@@ -288,7 +317,8 @@ class Sessions(SessionWork, Recovery):
 
         def remember_sandbox(sandbox: Any) -> None:
             live.sandbox = sandbox
-            self._set(session_id, sandbox=_sandbox_record(sandbox))
+            # Committed before the first step or sandbox call (Store.settle).
+            self.store.update_soon(session_id, sandbox=_sandbox_record(sandbox))
 
         async def work() -> None:
             emit("session_starting", session_id=session_id, agent=live.agent_name)
@@ -318,7 +348,7 @@ class Sessions(SessionWork, Recovery):
         except Exception as exc:
             self._fail(session_id, _start_error(exc, live))
         else:
-            self._set(session_id, status="waiting")
+            await self._set_async(session_id, status="waiting")
 
     def _opened(self, session_id: str, live: Live, sandbox: Any, plan: LifecyclePlan) -> None:
         agent = live.compiled.agent
@@ -385,7 +415,7 @@ class Sessions(SessionWork, Recovery):
         async with live.lock:
             self._live(session_id, action="send a message")
             self._refuse_while_draining()  # the stop began while it waited for the lock
-            self._set(session_id, status="running")
+            await self._set_async(session_id, status="running")
             return await self._turn(session_id, live, text)
 
     async def _turn(self, session_id: str, live: Live, text: str) -> dict[str, Any]:
@@ -400,7 +430,9 @@ class Sessions(SessionWork, Recovery):
             from ..models.protocol import Completed
 
             # Here, in the session's context, where scrubbed() knows its secrets.
-            self.store.finish_step(session_id, TURN, "turn:message", 0, {"text": scrubbed(text)})
+            await self.store.finish_step_async(
+                session_id, TURN, "turn:message", 0, {"text": scrubbed(text)}
+            )
             try:
                 result = await session.run(text)
                 turn = {
@@ -421,12 +453,14 @@ class Sessions(SessionWork, Recovery):
 
         turn, conversation = await self._in_session(session_id, live, work)
         if self.row(session_id).status == "running":
-            self.store.end_turn(session_id, conversation=conversation, result={"turn": turn})
+            await self.store.end_turn_async(
+                session_id, conversation=conversation, result={"turn": turn}
+            )
             self._notify(session_id)
         return turn
 
     async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
-        row = self.row(session_id)
+        row = await self.store.read(self.row, session_id)
         if row.status in FINAL_STATUSES:
             return row
         self._elsewhere(row, "close it")
@@ -434,11 +468,13 @@ class Sessions(SessionWork, Recovery):
         live = self.live.get(session_id)
         if live is None or live.session is None:
             raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")
-        self._set(session_id, status="closing")
+        await self._set_async(session_id, status="closing")
         session = live.session
         await self._in_session(session_id, live, lambda: session.close(reason=reason))
-        self._finish_close(session_id, session)
-        return self.row(session_id)
+        self.live.pop(session_id, None)
+        await self._set_async(session_id, **_closed(session))
+        self._release(session_id)
+        return await self.store.read(self.row, session_id)
 
     async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
         """Close the session ``ttl`` seconds after it was created (the sandbox's
@@ -454,18 +490,17 @@ class Sessions(SessionWork, Recovery):
 
     def _finish_close(self, session_id: str, session: Session) -> None:
         self.live.pop(session_id, None)
-        # The hook and the type only, as in events (the engine logged the rest).
-        failures = [
-            f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures
-        ]
-        self._set(
-            session_id,
-            status="failed" if failures else "closed",
-            error="; ".join(failures) or None,
-        )
+        self._set(session_id, **_closed(session))
         self._release(session_id)
 
     # --- resume -------------------------------------------------------------
+
+
+def _closed(session: Session) -> dict[str, Any]:
+    """The fields of a closed session: ``failed`` if an ``on_destroy`` failed
+    (the hook and the type only, as in events: the engine logged the rest)."""
+    failures = [f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures]
+    return {"status": "failed" if failures else "closed", "error": "; ".join(failures) or None}
 
 
 def _hide_secrets(text: str, live: Live) -> str:

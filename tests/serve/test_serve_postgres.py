@@ -124,9 +124,12 @@ def test_both_engines_keep_sessions_events_and_steps_alike(store) -> None:
     assert again.created_at == created_at  # a timestamp keeps its precision (not float4)
     assert again.updated_at >= created_at
 
-    assert [store.add_event("sess_1", {"event": e}) for e in ("a", "b", "c")] == [1, 2, 3]
-    assert store.add_event("other", {"event": "x"}) == 1  # numbered per session
+    for name in ("a", "b", "c"):
+        store.add_event("sess_1", {"event": name})  # queued: committed by the next write
+    store.add_event("other", {"event": "x"})
+    store.flush()
     assert list(store.events("sess_1", after=1)) == [(2, {"event": "b"}), (3, {"event": "c"})]
+    assert list(store.events("other")) == [(1, {"event": "x"})]  # numbered per session
 
     store.finish_step("sess_1", 0, "on_create", 1, {"exit_code": 0})
     store.finish_step("sess_1", 0, "on_create", 1, {"exit_code": 1})  # the later record wins
@@ -298,7 +301,10 @@ def test_a_second_server_takes_over_a_killed_servers_session(two_servers, tmp_pa
     session_id = created.json()["id"]
     workspace = wait_for(lambda: a.workspaces(), what="the workspace")[0]
     wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
-    first_run = int(wait_for(lambda: (workspace / "creating.pid").read_text().strip(), what="pid"))
+    pid_file = workspace / "creating.pid"  # written just after "creating": wait for it too
+    first_run = int(
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="pid")
+    )
 
     with b.client() as client:
         # Any server reads any session; only its owner runs it.

@@ -4,10 +4,23 @@ Two engines behind one set of queries (:class:`Store`): a SQLite file
 (:class:`SqliteStore`; ``--db FILE``, default ``runner-serve.db`` in the
 output folder), opened in WAL mode, zero set-up, one server; or a PostgreSQL
 database that several servers share (``--db postgresql://...``, ``postgres``).
-Every write commits before the call returns, so a server killed with
-SIGKILL loses nothing it had recorded (on SQLite, WAL with
-``synchronous=NORMAL`` survives a crashed process, not a power cut, which
-would need ``FULL``; see docs/serve-design.md).
+
+Writes go through one writer thread per store (``writer.Writer``), on a connection
+of its own, so the event loop never waits for a commit's fsync and the
+writes of every session in flight share commits (group commit: what was
+queued while one commit ran goes into the next).  Two kinds of write:
+
+- durable ones (a session's row, a finished step, the end of a turn): the
+  call returns once its transaction committed, so a server killed with
+  SIGKILL loses nothing it was told was recorded;
+- events (``add_event``): queued and committed with the next durable write
+  (a step's events with the step's record) or, if none comes, within
+  ``writer.EVENT_LINGER_SECONDS``.  Writes commit in the order they were made, so
+  a step's events are durable before the step is recorded as finished, and
+  clients see an event only once it is committed (``on_commit`` wakes them).
+
+On SQLite, WAL with ``synchronous=NORMAL`` survives a crashed process, not a
+power cut, which would need ``FULL``; see docs/serve-design.md.
 
 What is never written here: a secret value.  Inputs are stored as the
 client sent them with every secret input replaced by a reference
@@ -19,14 +32,25 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
+
+from .writer import Statement, Writer, awaited
+
+logger = logging.getLogger("runner.serve.store")
+
+T = TypeVar("T")
+
 
 #: Statuses a session can have; the last two are final.
 OPEN_STATUSES = ("starting", "waiting", "running", "closing")
@@ -155,24 +179,94 @@ class Store:
     #: None (SQLite): one server, no fence.
     server_id: str | None = None
 
-    def close(self) -> None:
-        raise NotImplementedError
+    #: Whether a read waits for another process (PostgreSQL): the event loop
+    #: then reads in a worker thread (:meth:`read`); SQLite answers in microseconds.
+    reads_wait = False
 
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
-        """Run one statement in its own committed transaction; the rows it changed."""
+    async def read(self, query: Callable[..., T], *args: Any) -> T:
+        """``query(*args)`` (a read of this store) without blocking the event
+        loop while the database answers."""
+        if not self.reads_wait:
+            return query(*args)
+        return await anyio.to_thread.run_sync(query, *args)
+
+    #: Called (from the writer's thread) with the ids of the sessions a commit
+    #: wrote: the server wakes the clients following them.
+    on_commit: Callable[[set[str]], None] | None = None
+
+    def close(self) -> None:
         raise NotImplementedError
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
-        """In one transaction: read the last number (``sql_last`` with ``key``),
-        insert the next (``sql_insert`` with ``*key, number, value``); return it."""
+    def _commit(self, writes: list[list[Statement]], sessions: set[str]) -> list[int]:
+        """Run every write of ``writes`` in one transaction (the writer's
+        connection, its thread); the rows each changed.  ``sessions``: the
+        sessions the transaction writes (PostgreSQL notifies other servers)."""
         raise NotImplementedError
 
-    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def _start_writer(self) -> None:
+        self._unsettled: dict[str, Future[int]] = {}
+        self._unsettled_lock = threading.Lock()
+        self._writer = Writer(self._commit, lambda: self.on_commit)
+
+    def _stop_writer(self) -> None:
+        self._writer.stop()
+
+    def _execute(self, sql: str, args: tuple[Any, ...], session_id: str | None = None) -> int:
+        """Run one statement in its own committed transaction; the rows it changed."""
+        return self._writer.submit([(sql, args)], session_id).result()
+
+    async def _execute_async(
+        self, sql: str, args: tuple[Any, ...], session_id: str | None = None
+    ) -> int:
+        """:meth:`_execute` for the event loop: it waits without blocking it."""
+        return await awaited(self._writer.submit([(sql, args)], session_id))
+
+    def _atomically(self, statements: list[Statement], session_id: str | None = None) -> None:
         """Run ``statements`` in one transaction: all or none."""
-        raise NotImplementedError
+        self._writer.submit(statements, session_id).result()
+
+    async def _atomically_async(
+        self, statements: list[Statement], session_id: str | None = None
+    ) -> None:
+        await awaited(self._writer.submit(statements, session_id))
+
+    def _soon(self, statements: list[Statement], session_id: str) -> None:
+        """Queue a durable write without waiting for it (a caller that cannot
+        await): :meth:`settle` waits for it before the session's next effect."""
+        future = self._writer.submit(statements, session_id)
+        with self._unsettled_lock:
+            self._unsettled[session_id] = future  # the newest: writes commit in order
+
+        def done(future: Future[int]) -> None:
+            if future.exception() is not None:  # kept: settle() raises it
+                error = future.exception()
+                logger.error("session %s: a journal write failed: %s", session_id, error)
+                return
+            with self._unsettled_lock:  # committed: nothing to wait for (nor to keep)
+                if self._unsettled.get(session_id) is future:
+                    del self._unsettled[session_id]
+
+        future.add_done_callback(done)
+
+    async def settle(self, session_id: str) -> None:
+        """Return once the session's writes queued by ``*_soon`` are committed
+        (a step or sandbox call runs only after them); raise their error."""
+        with self._unsettled_lock:
+            future = self._unsettled.pop(session_id, None)
+        if future is not None:
+            await awaited(future)
+
+    def listen(self) -> bool:
+        """Make other servers' commits wake this one's clients (``on_commit``);
+        False if they cannot (SQLite: there are no other servers)."""
+        return False
+
+    def flush(self) -> None:
+        """Return once every write made so far (events included) is committed."""
+        self._writer.submit([], None).result()
 
     # --- who runs which session --------------------------------------------
 
@@ -203,9 +297,49 @@ class Store:
         owner: str | None = None,
     ) -> SessionRow | None:
         """Insert a session; None (and nothing written) if the key is taken."""
+        sql, args = self._insert_session(
+            session_id, agent, inputs, idempotency_key, fingerprint, file_hash, backend, owner
+        )
+        if not self._execute(sql, args, session_id):
+            return None
+        return self.session(session_id)
+
+    async def create_session_async(
+        self,
+        *,
+        session_id: str,
+        agent: str,
+        inputs: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        file_hash: str,
+        backend: str,
+        owner: str | None = None,
+    ) -> SessionRow | None:
+        """:meth:`create_session` for the event loop (it waits for the commit
+        without blocking the loop)."""
+        sql, args = self._insert_session(
+            session_id, agent, inputs, idempotency_key, fingerprint, file_hash, backend, owner
+        )
+        if not await self._execute_async(sql, args, session_id):
+            return None
+        # What the insert wrote, without reading it back.
+        return _row((*args[:2], "starting", *args[2:9], None, None, None, None, *args[9:]))
+
+    def _insert_session(
+        self,
+        session_id: str,
+        agent: str,
+        inputs: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        file_hash: str,
+        backend: str,
+        owner: str | None,
+    ) -> Statement:
         now = time.time()
         # DO NOTHING on either unique column: the id (never reused) or the key.
-        inserted = self._execute(
+        return (
             "INSERT INTO sessions (id, agent, status, inputs, idempotency_key, fingerprint,"
             " file_hash, backend, owner, server_id, created_at, updated_at)"
             " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -223,13 +357,24 @@ class Store:
                 now,
             ),
         )
-        if not inserted:
-            return None
-        return self.session(session_id)
 
     def update(self, session_id: str, **fields: Any) -> None:
         """Set ``status``, ``sandbox``, ``result``, ``error`` or ``conversation``
         (fenced: nothing changes if another server took the session over)."""
+        sql, args = self._update(session_id, fields)
+        self._execute(sql, args, session_id)
+
+    def update_soon(self, session_id: str, **fields: Any) -> None:
+        """:meth:`update` without waiting: committed before the session's next
+        step, sandbox call or durable write (:meth:`settle`)."""
+        self._soon([self._update(session_id, fields)], session_id)
+
+    async def update_async(self, session_id: str, **fields: Any) -> None:
+        """:meth:`update` for the event loop."""
+        sql, args = self._update(session_id, fields)
+        await self._execute_async(sql, args, session_id)
+
+    def _update(self, session_id: str, fields: dict[str, Any]) -> Statement:
         json_fields = {"sandbox", "result", "conversation"}
         allowed = {"status", "error", *json_fields}
         if not fields or set(fields) - allowed:
@@ -239,7 +384,7 @@ class Store:
         ]
         assignments = ", ".join(f"{name} = ?" for name in fields)
         fence, fenced = self._fence()
-        self._execute(
+        return (
             f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?{fence}",
             (*values, time.time(), session_id, *fenced),
         )
@@ -254,6 +399,7 @@ class Store:
         self._execute(
             "UPDATE sessions SET owner = ?, server_id = ?, updated_at = ? WHERE id = ?",
             (owner, self.server_id, time.time(), session_id),
+            session_id,
         )
 
     def open_ids(self) -> list[tuple[str, str]]:
@@ -333,13 +479,24 @@ class Store:
 
     # --- events -------------------------------------------------------------
 
-    def add_event(self, session_id: str, event: dict[str, Any]) -> int:
-        """Append an (already scrubbed) event; return its sequence number (1, 2, ...)."""
-        return self._append(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
-            "INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)",
-            (session_id,),
-            json.dumps(event, default=str),
+    def add_event(self, session_id: str, event: dict[str, Any]) -> None:
+        """Append an (already scrubbed) event, numbered 1, 2, ... per session.
+
+        Queued, not waited for: it commits with the session's next durable
+        write, or alone within ``EVENT_LINGER_SECONDS`` (see the module's
+        docstring); its number is taken in that transaction.  One server
+        writes a session's events (its owner); the primary key refuses a
+        second writer's number anyway."""
+        self._writer.submit(
+            [
+                (
+                    "INSERT INTO events (session_id, seq, event)"
+                    " SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM events WHERE session_id = ?",
+                    (session_id, json.dumps(event, default=str), session_id),
+                )
+            ],
+            session_id,
+            wait=False,
         )
 
     def events(self, session_id: str, *, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -355,8 +512,29 @@ class Store:
     def finish_step(
         self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
     ) -> None:
-        """Record a finished step (``step=WHOLE_HOOK``: a whole hook point)."""
-        self._execute(
+        """Record a finished step (``step=WHOLE_HOOK``: a whole hook point);
+        durable (with the events before it) when this returns."""
+        sql, args = self._step(session_id, hook, point, step, details)
+        self._execute(sql, args, session_id)
+
+    def finish_step_soon(
+        self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> None:
+        """:meth:`finish_step` without waiting (see :meth:`update_soon`)."""
+        self._soon([self._step(session_id, hook, point, step, details)], session_id)
+
+    async def finish_step_async(
+        self, session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> None:
+        """:meth:`finish_step` for the event loop."""
+        sql, args = self._step(session_id, hook, point, step, details)
+        await self._execute_async(sql, args, session_id)
+
+    @staticmethod
+    def _step(
+        session_id: str, hook: int, point: str, step: int, details: dict[str, Any]
+    ) -> Statement:
+        return (
             "INSERT INTO steps (session_id, hook, point, step, details, finished_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, hook, point, step)"
             " DO UPDATE SET details = excluded.details, finished_at = excluded.finished_at",
@@ -380,23 +558,26 @@ class Store:
         """The turn in flight ended: store the conversation and the turn's
         result, set the session ``waiting`` and drop the turn's journal, in one
         transaction (a restart then never replays a turn it already stored)."""
+        self._atomically(self._end_turn(session_id, conversation, result), session_id)
+
+    async def end_turn_async(
+        self, session_id: str, *, conversation: list[dict[str, Any]], result: dict[str, Any]
+    ) -> None:
+        """:meth:`end_turn` for the event loop."""
+        await self._atomically_async(self._end_turn(session_id, conversation, result), session_id)
+
+    def _end_turn(
+        self, session_id: str, conversation: list[dict[str, Any]], result: dict[str, Any]
+    ) -> list[Statement]:
         fence, fenced = self._fence()
-        self._atomically(
-            [
-                (
-                    "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
-                    f" updated_at = ? WHERE id = ?{fence}",
-                    (
-                        json.dumps(conversation),
-                        json.dumps(result),
-                        time.time(),
-                        session_id,
-                        *fenced,
-                    ),
-                ),
-                ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
-            ]
-        )
+        return [
+            (
+                "UPDATE sessions SET status = 'waiting', conversation = ?, result = ?,"
+                f" updated_at = ? WHERE id = ?{fence}",
+                (json.dumps(conversation), json.dumps(result), time.time(), session_id, *fenced),
+            ),
+            ("DELETE FROM steps WHERE session_id = ? AND hook = ?", (session_id, TURN)),
+        ]
 
     def finished_hooks(self, session_id: str, point: str) -> set[int]:
         rows = self._rows(
@@ -425,16 +606,16 @@ class SqliteStore(Store):
                 f"another runner serve is using {self.path}; give this one its own --db"
             ) from None
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = _connect(self.path)
         with self._lock:
             self._db.executescript(SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
             for added in ("owner", "server_id"):  # a file written before servers had them
                 if added not in columns:
                     self._db.execute(f"ALTER TABLE sessions ADD COLUMN {added} TEXT")
+        # The writer's own connection: readers (WAL) never wait for its commits.
+        self._write_db = _connect(self.path)
+        self._start_writer()
         self._execute(
             "INSERT INTO meta (key, value) VALUES ('id', ?) ON CONFLICT DO NOTHING",
             (f"serve-{os.urandom(8).hex()}",),
@@ -444,47 +625,34 @@ class SqliteStore(Store):
         ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
 
     def close(self) -> None:
+        self._stop_writer()
+        self._write_db.close()
         with self._lock:
             self._db.close()
         os.close(self._owner)
-
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                changed = self._db.execute(sql, args).rowcount
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        return changed
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                ((last,),) = self._db.execute(sql_last, key).fetchall()
-                self._db.execute(sql_insert, (*key, last + 1, value))
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        return last + 1
+    def _commit(self, writes: list[list[Statement]], sessions: set[str]) -> list[int]:
+        db = self._write_db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            changed = [sum(db.execute(sql, args).rowcount for sql, args in w) for w in writes]
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return changed
 
-    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, args in statements:
-                    self._db.execute(sql, args)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
 
 
 _NAMES = (

@@ -18,6 +18,17 @@ may be taking over.
 Advisory locks are per database: give ``runner serve`` a database of its
 own (``createdb runner``), so another application's locks cannot collide
 with a session's.
+
+Clients following a session that another server runs are woken by that
+server's commits: each commit that writes a session sends a notification
+(``pg_notify`` on ``EVENTS_CHANNEL``, the session's id as payload, delivered
+at commit), and a server with such clients listens (:meth:`PostgresStore.listen`,
+on a connection of its own).  A server that cannot listen falls back to
+reading the database twice a second per client (``app.FOLLOW_ELSEWHERE_SECONDS``).
+
+Four connections per server: reads (the event loop's, short queries), writes
+(the store's writer thread), claims (the advisory locks) and, once a client
+follows a session run elsewhere, notifications.
 """
 
 from __future__ import annotations
@@ -33,6 +44,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .base import SCHEMA, Store, StoreError
+from .writer import Statement
+
+#: The channel a commit notifies with the ids of the sessions it wrote.
+EVENTS_CHANNEL = "runner_serve_events"
 
 _SCHEMA_LOCK = int.from_bytes(
     hashlib.sha256(b"runner serve: schema").digest()[:8], "big", signed=True
@@ -58,6 +73,7 @@ class PostgresStore(Store):
     """Sessions in a PostgreSQL database that any number of servers share."""
 
     exclusive = False
+    reads_wait = True
 
     def __init__(self, url: str) -> None:
         try:
@@ -67,6 +83,7 @@ class PostgresStore(Store):
                 "--db postgresql://... needs psycopg: pip install 'sandbox-runner[serve]'"
             ) from None
         self.where = redacted(url)
+        self._url = url
         self._error = psycopg.Error
         # Unique per server process, unlike its address (two machines may both
         # listen on 127.0.0.1:8000 behind their proxies).
@@ -81,6 +98,7 @@ class PostgresStore(Store):
             "keepalives_interval": 5,
             "keepalives_count": 3,
         }
+        self._options = options
         try:
             # Named with the process id, for pg_stat_activity.
             self._db = psycopg.connect(
@@ -90,11 +108,20 @@ class PostgresStore(Store):
             self._claims = psycopg.connect(
                 url, application_name=f"runner serve {os.getpid()} claims", **options
             )
+            # The writer thread's: the event loop's reads never wait for a commit.
+            self._write_db = psycopg.connect(
+                url, application_name=f"runner serve {os.getpid()} writes", **options
+            )
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the database {self.where}: {exc}") from None
         self._lock = threading.Lock()
         self._claims_lock = threading.Lock()
         self._claimed: set[str] = set()
+        #: Called with a session's id when another server commits to it (listen()).
+        self.on_commit_elsewhere: Callable[[str], None] | None = None
+        self._listener: Any = None
+        self._closing = False
+        self._listen_lock = threading.Lock()
         with self._lock, self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for statement in SCHEMA.split(";"):
@@ -106,8 +133,12 @@ class PostgresStore(Store):
             )
         # Shared by every server of this database: the owner of its durable containers.
         ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
+        self._start_writer()
 
     def close(self) -> None:
+        self._stop_writer()  # what is queued commits first
+        self._write_db.close()
+        self._closing = True  # the listening thread ends within a second
         with self._lock:
             self._db.close()
         with self._claims_lock:
@@ -124,26 +155,63 @@ class PostgresStore(Store):
             except self._error as exc:
                 raise StoreError(f"the database {self.where} failed: {exc}") from exc
 
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> int:
-        with self._database() as db:
-            return db.execute(_placeholders(sql), args).rowcount
-
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._database() as db:
             return db.execute(_placeholders(sql), args).fetchall()
 
-    def _append(self, sql_last: str, sql_insert: str, key: tuple[Any, ...], value: Any) -> int:
-        # One server writes a session's events (its owner), under this lock:
-        # the primary key would refuse a second writer's number anyway.
-        with self._database() as db, db.transaction():
-            ((last,),) = db.execute(_placeholders(sql_last), key).fetchall()
-            db.execute(_placeholders(sql_insert), (*key, last + 1, value))
-        return last + 1
+    def _commit(self, writes: list[list[Statement]], sessions: set[str]) -> list[int]:
+        db = self._write_db
+        try:
+            with db.transaction():
+                changed = [
+                    sum(db.execute(_placeholders(sql), args).rowcount for sql, args in write)
+                    for write in writes
+                ]
+                for session_id in sorted(sessions):  # delivered at commit, to listeners
+                    db.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, session_id))
+        except self._error as exc:
+            raise StoreError(f"the database {self.where} failed: {exc}") from exc
+        return changed
 
-    def _atomically(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._database() as db, db.transaction():
-            for sql, args in statements:
-                db.execute(_placeholders(sql), args)
+    # --- following sessions run elsewhere ------------------------------------
+
+    def listen(self) -> bool:
+        """Listen for other servers' commits (once; ``on_commit_elsewhere`` is
+        called with each session id, from a thread of its own); False if the
+        database cannot be listened to now (clients then poll)."""
+        import psycopg
+
+        with self._listen_lock:
+            if self._closing:
+                return False
+            if self._listener is not None and not self._listener.closed:
+                return True
+            try:
+                listener = psycopg.connect(
+                    self._url,
+                    application_name=f"runner serve {os.getpid()} notifications",
+                    **self._options,
+                )
+                listener.execute(f"LISTEN {EVENTS_CHANNEL}")
+            except psycopg.Error:
+                return False
+            self._listener = listener
+
+        def receive() -> None:
+            # A timeout, so close() needs no second thread to touch this connection.
+            try:
+                while not self._closing:
+                    for notice in listener.notifies(timeout=1.0):
+                        if self.on_commit_elsewhere is not None:
+                            self.on_commit_elsewhere(notice.payload)
+            except (psycopg.Error, OSError):  # the connection broke: clients poll
+                pass
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    listener.close()
+
+        threading.Thread(target=receive, name="runner-serve-listen", daemon=True).start()
+        return True
 
     # --- who runs which session --------------------------------------------
 
