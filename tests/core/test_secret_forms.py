@@ -171,7 +171,7 @@ SECRET_INPUT_CONFIG = """\
             on_create:
               - run: >-
                   printf '%s|' {{ s.token | upper }} {{ s.token | replace('-', '_') }} >&2;
-                  printf %s "$U" | base64 >&2; (set -x; : "$U"); exit 3
+                  printf %s "$U" | base64 >&2; printf '%q|' "$U" >&2; exit 3
                 env: {U: '{{ s.token | replace("-", "''") }}'}
     """
 
@@ -193,7 +193,7 @@ def test_a_secret_input_through_a_filter_is_masked(tmp_path) -> None:
             "replaced": INPUT_SECRET.replace("-", "_"),
             "env value": quoted,
             "env value in base64": base64.b64encode(quoted.encode()).decode(),
-            "env value as set -x quotes it": quoted.replace("'", "'\\''"),
+            "env value as printf %q quotes it": quoted.replace("'", "\\'"),
         },
     )
 
