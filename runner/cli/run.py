@@ -94,7 +94,16 @@ EXAMPLES = """Examples:
     help="Neither use nor save snapshots of cached hooks (cache: true): every on_create runs.",
 )
 @click.option(
-    "--quiet", "-q", is_flag=True, help="No progress lines and no warnings; errors still show."
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress lines, no output and no warnings: only errors and the answer.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Also print every output line of the steps (and of the agent's commands) as it comes.",
 )
 def run(
     file: str,
@@ -110,6 +119,7 @@ def run(
     image: str | None,
     no_cache: bool,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
 
@@ -125,6 +135,9 @@ def run(
     with _result_if_stopped(as_json, started):
         if prompt is not None and prompt_file is not None:
             fail("give --prompt or --prompt-file, not both")
+        if quiet and verbose:
+            fail("give --quiet or --verbose, not both")
+        interval = _progress_interval()
         if prompt_file is not None:
             prompt = prompt_file.read()
         compiled = compile_for_cli(
@@ -142,7 +155,18 @@ def run(
 
     with snapshots_disabled() if no_cache else contextlib.nullcontext():
         if sets is None:
-            sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet, started))
+            sys.exit(
+                anyio.run(
+                    _run_session,
+                    compiled,
+                    values,
+                    prompt,
+                    as_json,
+                    quiet,
+                    (verbose, interval),
+                    started,
+                )
+            )
         overrides = {"sandbox": sandbox, "image": image}
         code = anyio.run(
             _run_parallel,
@@ -277,16 +301,24 @@ async def _run_session(
     prompt: str | None,
     as_json: bool,
     quiet: bool,
+    display: tuple[bool, float],
     started: float,
 ) -> int:
+    """One session; ``display`` is -v and the plain lines' interval."""
     from ..core.events import listen
+    from ..core.output import listen_output
     from ..core.progress import ProgressPrinter, terminal_safe
     from .running import CloseTrace, RunOutcome, run_once
 
     emit_json = _json_writer(as_json)
-    # On a terminal the running step's line is live (its elapsed time);
-    # in a CI log, plain lines.
-    printer = ProgressPrinter(sys.stderr, live=sys.stderr.isatty() and not as_json)
+    # On a terminal the running step's line is live (its elapsed time and
+    # last output line); in a CI log, plain lines.
+    printer = ProgressPrinter(
+        sys.stderr,
+        live=sys.stderr.isatty() and not as_json,
+        verbose=display[0],
+        interval=display[1],
+    )
     trace = CloseTrace()
 
     def on_event(event: dict[str, Any]) -> None:
@@ -295,8 +327,13 @@ async def _run_session(
             printer(event)
         emit_json(event)
 
+    # --quiet: no output lines either (the printer would drop them anyway)
+    every_line = display[0] or display[1] == 0
+    lines = (
+        contextlib.nullcontext() if quiet else listen_output(printer.output, every_line=every_line)
+    )
     try:
-        with listen(on_event):
+        with listen(on_event), lines:
             outcome, interrupted = await _until_signal(
                 run_once(compiled.agent, values, prompt=prompt)
             )
@@ -312,6 +349,23 @@ async def _run_session(
         _print_answer(outcome.text)
     emit_json(outcome.as_event(duration_seconds=time.perf_counter() - started))
     return int(outcome.exit_code)
+
+
+def _progress_interval() -> float:
+    """``RUNNER_PROGRESS_INTERVAL``: seconds between two plain progress lines
+    of a running step in a log (not a terminal); 0 writes one per output line."""
+    import os
+
+    from ..core.progress import DEFAULT_INTERVAL
+
+    value = os.environ.get("RUNNER_PROGRESS_INTERVAL", "")
+    try:
+        seconds = float(value) if value else DEFAULT_INTERVAL
+    except ValueError:
+        fail(f"RUNNER_PROGRESS_INTERVAL={value!r}: expected a number of seconds")
+    if not seconds >= 0:  # NaN and negatives
+        fail(f"RUNNER_PROGRESS_INTERVAL={value!r}: expected a number of seconds, 0 or more")
+    return seconds
 
 
 def _print_answer(text: str) -> None:
