@@ -167,24 +167,29 @@ def test_a_bad_progress_interval_is_a_usage_error(tmp_path: Path, value: str) ->
 def test_a_terminal_shows_the_running_steps_last_output_line(tmp_path: Path) -> None:
     """The step prints two lines and waits for a file that the test writes
     only once the terminal showed the second on the live line: no guess at
-    how long a redraw takes."""
+    how long a redraw takes.  The frame is the one docs/cli.md shows."""
     go = tmp_path / "go"
     path = tmp_path / "waiting.yaml"
     path.write_text(
-        STEPS.replace("echo compiling", "echo compiling part 1; echo compiling part 2").replace(
-            "sleep 1.2", f"while [ ! -e {go} ]; do sleep 0.05; done; echo done"
+        STEPS.replace(
+            "- run: sleep 1.2",
+            "- name: build\n"
+            "            run: echo compiling part 1; echo compiling part 2; "
+            f"while [ ! -e {go} ]; do sleep 0.05; done",
         )
     )
-    live = re.compile(
-        rb"\[1\] echo compiling.*?\.\.\.  \d+\.\ds\x1b\[2m  \| compiling part 2\x1b\[0m"
-    )
+    live = re.compile(rb"    \[2\] build \.\.\.  \d+\.\ds\x1b\[2m  \| compiling part 2\x1b\[0m")
     code, shown = run_on_a_terminal(
         ["run", str(path)], tmp_path, on_output=lambda shown: live.search(shown) and go.touch()
     )
     text = shown.decode(errors="replace")
     assert code == 0, text
-    assert go.exists() and re.search(r"\[1\] echo compiling .* ok \(\d", text), text
-    (tmp_path / "capture.txt").write_text(text)
+    assert go.exists() and re.search(r"\[2\] build ok \(\d", text), text
+    frame = live.search(shown)
+    assert frame is not None
+    seen = without_rich(frame.group()).decode()
+    documented = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert re.sub(r"\d+\.\ds", "N.Ns", seen) in re.sub(r"\d+\.\ds", "N.Ns", documented), seen
 
 
 def test_verbose_on_a_terminal_prints_each_line_above_the_live_one(tmp_path: Path) -> None:
