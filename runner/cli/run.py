@@ -178,6 +178,7 @@ def run(
             as_json,
             overrides,
             started,
+            None if quiet else (verbose, interval),
         )
     sys.exit(code)
 
@@ -219,8 +220,11 @@ async def _run_parallel(
     as_json: bool,
     overrides: dict[str, str | None],
     started: float,
+    display: tuple[bool, float] | None,
 ) -> int:
-    """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
+    """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/.
+    ``display`` is -v and the plain lines' interval; None under --quiet (no
+    progress lines; the summary table and the answers still show)."""
     from ..core.progress import ProgressPrinter, terminal_safe
     from .running import CloseTrace, run_many
 
@@ -233,20 +237,30 @@ async def _run_parallel(
         for index in range(len(sets))
     ]
     traces = [CloseTrace() for _ in sets]
+    verbose, interval = display or (False, 0.0)
+    printers = [
+        ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ", verbose=verbose, interval=interval)
+        for index in range(len(sets))
+    ]
 
     def listener_for(index: int) -> Any:
-        printer = ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ")
-
         def on_event(event: dict[str, Any]) -> None:
             traces[index](event)
-            printer(event)
+            if display is not None:
+                printers[index](event)
             emit_json({**event, "set": index + 1})
 
         return on_event
 
     outcomes, interrupted = await _until_signal(
         run_many(
-            agents.__getitem__, sets, prompt=prompt, concurrency=parallel, listener_for=listener_for
+            agents.__getitem__,
+            sets,
+            prompt=prompt,
+            concurrency=parallel,
+            listener_for=listener_for,
+            output_for=None if display is None else (lambda index: printers[index].output),
+            every_line=verbose or interval == 0,
         )
     )
     outcomes = outcomes or []

@@ -265,3 +265,24 @@ def test_the_agents_command_shows_its_output_lines_too(tmp_path: Path) -> None:
         assert done.stdout == "done\n"
         lines = [re.sub(r"\d+\.\ds:", "0.0s:", line) for line in done.stderr.splitlines()]
         assert all(line in lines for line in expected), done.stderr
+
+
+def test_each_input_set_shows_its_own_output_lines_and_quiet_hides_them(tmp_path: Path) -> None:
+    """--input-sets: -v prints each set's output lines under its [k] prefix;
+    -q leaves the progress out (the summary table stays)."""
+    sets = tmp_path / "sets.yaml"
+    sets.write_text("- {}\n- {}\n")
+    path = _talking(tmp_path)
+    verbose = _run(tmp_path, "-v", str(path), "--input-sets", str(sets))
+    assert verbose.returncode == 0, verbose.stderr
+    for index in (1, 2):
+        printed = [
+            line.removeprefix(f"[{index}]       | ")
+            for line in verbose.stderr.splitlines()
+            if line.startswith(f"[{index}]       | ")
+        ]
+        assert sorted(printed) == EXPECTED, verbose.stderr
+    quiet = _run(tmp_path, "-q", str(path), "--input-sets", str(sets))
+    assert quiet.returncode == 0, quiet.stderr
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith("[")], quiet.stderr
+    assert "2 session(s), 2 ok, 0 failed" in quiet.stderr
