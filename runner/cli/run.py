@@ -94,7 +94,16 @@ EXAMPLES = """Examples:
     help="Neither use nor save snapshots of cached hooks (cache: true): every on_create runs.",
 )
 @click.option(
-    "--quiet", "-q", is_flag=True, help="No progress lines and no warnings; errors still show."
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress lines, no output and no warnings: only errors and the answer.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Also print every output line of the steps (and of the agent's commands) as it comes.",
 )
 def run(
     file: str,
@@ -110,6 +119,7 @@ def run(
     image: str | None,
     no_cache: bool,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Start a session of FILE's agent: run on_create, the prompt (if any), on_destroy.
 
@@ -125,6 +135,9 @@ def run(
     with _result_if_stopped(as_json, started):
         if prompt is not None and prompt_file is not None:
             fail("give --prompt or --prompt-file, not both")
+        if quiet and verbose:
+            fail("give --quiet or --verbose, not both")
+        interval = _progress_interval()
         if prompt_file is not None:
             prompt = prompt_file.read()
         compiled = compile_for_cli(
@@ -142,7 +155,18 @@ def run(
 
     with snapshots_disabled() if no_cache else contextlib.nullcontext():
         if sets is None:
-            sys.exit(anyio.run(_run_session, compiled, values, prompt, as_json, quiet, started))
+            sys.exit(
+                anyio.run(
+                    _run_session,
+                    compiled,
+                    values,
+                    prompt,
+                    as_json,
+                    quiet,
+                    (verbose, interval),
+                    started,
+                )
+            )
         overrides = {"sandbox": sandbox, "image": image}
         code = anyio.run(
             _run_parallel,
@@ -154,6 +178,7 @@ def run(
             as_json,
             overrides,
             started,
+            None if quiet else (verbose, interval),
         )
     sys.exit(code)
 
@@ -195,8 +220,11 @@ async def _run_parallel(
     as_json: bool,
     overrides: dict[str, str | None],
     started: float,
+    display: tuple[bool, float] | None,
 ) -> int:
-    """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/."""
+    """One session per set, at most ``parallel`` at once; set N saves under OUTPUT_DIR/N/.
+    ``display`` is -v and the plain lines' interval; None under --quiet (no
+    progress lines; the summary table and the answers still show)."""
     from ..core.progress import ProgressPrinter, terminal_safe
     from .running import CloseTrace, run_many
 
@@ -209,20 +237,30 @@ async def _run_parallel(
         for index in range(len(sets))
     ]
     traces = [CloseTrace() for _ in sets]
+    verbose, interval = display or (False, 0.0)
+    printers = [
+        ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ", verbose=verbose, interval=interval)
+        for index in range(len(sets))
+    ]
 
     def listener_for(index: int) -> Any:
-        printer = ProgressPrinter(sys.stderr, prefix=f"[{index + 1}] ")
-
         def on_event(event: dict[str, Any]) -> None:
             traces[index](event)
-            printer(event)
+            if display is not None:
+                printers[index](event)
             emit_json({**event, "set": index + 1})
 
         return on_event
 
     outcomes, interrupted = await _until_signal(
         run_many(
-            agents.__getitem__, sets, prompt=prompt, concurrency=parallel, listener_for=listener_for
+            agents.__getitem__,
+            sets,
+            prompt=prompt,
+            concurrency=parallel,
+            listener_for=listener_for,
+            output_for=None if display is None else (lambda index: printers[index].output),
+            every_line=verbose or interval == 0,
         )
     )
     outcomes = outcomes or []
@@ -277,16 +315,24 @@ async def _run_session(
     prompt: str | None,
     as_json: bool,
     quiet: bool,
+    display: tuple[bool, float],
     started: float,
 ) -> int:
+    """One session; ``display`` is -v and the plain lines' interval."""
     from ..core.events import listen
+    from ..core.output import listen_output
     from ..core.progress import ProgressPrinter, terminal_safe
     from .running import CloseTrace, RunOutcome, run_once
 
     emit_json = _json_writer(as_json)
-    # On a terminal the running step's line is live (its elapsed time);
-    # in a CI log, plain lines.
-    printer = ProgressPrinter(sys.stderr, live=sys.stderr.isatty() and not as_json)
+    # On a terminal the running step's line is live (its elapsed time and
+    # last output line); in a CI log, plain lines.
+    printer = ProgressPrinter(
+        sys.stderr,
+        live=sys.stderr.isatty() and not as_json,
+        verbose=display[0],
+        interval=display[1],
+    )
     trace = CloseTrace()
 
     def on_event(event: dict[str, Any]) -> None:
@@ -295,8 +341,13 @@ async def _run_session(
             printer(event)
         emit_json(event)
 
+    # --quiet: no output lines either (the printer would drop them anyway)
+    every_line = display[0] or display[1] == 0
+    lines = (
+        contextlib.nullcontext() if quiet else listen_output(printer.output, every_line=every_line)
+    )
     try:
-        with listen(on_event):
+        with listen(on_event), lines:
             outcome, interrupted = await _until_signal(
                 run_once(compiled.agent, values, prompt=prompt)
             )
@@ -312,6 +363,23 @@ async def _run_session(
         _print_answer(outcome.text)
     emit_json(outcome.as_event(duration_seconds=time.perf_counter() - started))
     return int(outcome.exit_code)
+
+
+def _progress_interval() -> float:
+    """``RUNNER_PROGRESS_INTERVAL``: seconds between two plain progress lines
+    of a running step in a log (not a terminal); 0 writes one per output line."""
+    import os
+
+    from ..core.progress import DEFAULT_INTERVAL
+
+    value = os.environ.get("RUNNER_PROGRESS_INTERVAL", "")
+    try:
+        seconds = float(value) if value else DEFAULT_INTERVAL
+    except ValueError:
+        fail(f"RUNNER_PROGRESS_INTERVAL={value!r}: expected a number of seconds")
+    if not seconds >= 0:  # NaN and negatives
+        fail(f"RUNNER_PROGRESS_INTERVAL={value!r}: expected a number of seconds, 0 or more")
+    return seconds
 
 
 def _print_answer(text: str) -> None:

@@ -11,6 +11,7 @@ really did.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 
 from ..core.events import listen, scrubbed
+from ..core.output import listen_output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -211,12 +213,16 @@ async def run_many(
     prompt: str | None = None,
     concurrency: int = 4,
     listener_for: Callable[[int], Callable[[dict[str, Any]], None]] | None = None,
+    output_for: Callable[[int], Callable[[str, str], None]] | None = None,
+    every_line: bool = True,
 ) -> list[RunOutcome]:
     """One session per input set, at most ``concurrency`` at a time, in a task group.
 
     ``agent_for(index)`` gives the agent of each set (the CLI compiles the
     file once per set, so each set saves into its own output folder);
-    ``listener_for(index)`` may return a progress listener for that set.
+    ``listener_for(index)`` may return a progress listener for that set,
+    ``output_for(index)`` a listener of its commands' output lines
+    (``core.output.listen_output``; ``every_line`` as there).
     Outcomes come back in input order.
     """
     if concurrency < 1:
@@ -226,12 +232,12 @@ async def run_many(
 
     async def one(index: int) -> None:
         async with limiter:
-            if listener_for is not None:
-                with listen(listener_for(index)):
-                    outcomes[index] = await run_once(
-                        agent_for(index), input_sets[index], prompt=prompt
-                    )
-            else:
+            with contextlib.ExitStack() as stack:
+                if listener_for is not None:
+                    stack.enter_context(listen(listener_for(index)))
+                if output_for is not None:
+                    lines = listen_output(output_for(index), every_line=every_line)
+                    stack.enter_context(lines)
                 outcomes[index] = await run_once(agent_for(index), input_sets[index], prompt=prompt)
 
     async with anyio.create_task_group() as tg:

@@ -341,6 +341,16 @@ def _syntax_hint(text: str, exc: yaml.MarkedYAMLError) -> tuple[int, int, str] |
     return None
 
 
+def _inside(text: str, line: int, column: int) -> tuple[int, int]:
+    """``(line, column)`` moved to the end of the text when it is past it:
+    libyaml puts the end of a file without a final newline on the line after
+    its last, which an editor cannot jump to (found by tests/cli/test_validate_fuzz.py)."""
+    lines = text.split("\n")
+    if line > len(lines):
+        return len(lines), len(lines[-1]) + 1
+    return line, column
+
+
 def load_text(text: str, *, file: str) -> Document:
     """Parse one YAML document; raise ``ConfigError`` listing every problem found."""
     if len(text.encode("utf-8", errors="replace")) > MAX_BYTES:
@@ -360,7 +370,7 @@ def load_text(text: str, *, file: str) -> Document:
         ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        line, column = _inside(text, mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = f"YAML syntax: {' '.join(p for p in (exc.context, exc.problem) if p) or exc}"
         hint = _syntax_hint(text, exc)
         if hint is not None:

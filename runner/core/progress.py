@@ -38,6 +38,7 @@ or a pipe, it is written exactly as it is.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, TextIO
 
 _UNSAFE = re.compile(
@@ -64,21 +65,54 @@ def terminal_safe(text: str, *, keep_lines: bool = False) -> str:
     return (_UNSAFE_IN_TEXT if keep_lines else _UNSAFE).sub(_escape, text)
 
 
+#: Seconds between two plain progress lines of one running step in a log
+#: (``RUNNER_PROGRESS_INTERVAL`` sets it; 0 shows every output line).
+DEFAULT_INTERVAL = 10.0
+#: The most of an output line the progress keeps (the terminal crops it further).
+_LINE_CHARS = 400
+
+
 class ProgressPrinter:
-    """An event listener that writes progress lines to ``stream``.
+    """An event listener that writes progress lines to ``stream``, and an
+    output listener (:meth:`output`, for ``core.output.listen_output``).
 
     A step's line is written when it starts (``[2] make test ...``) and
     again with its outcome when it ends, so a CI log shows what runs now.
-    With ``live`` (a terminal, one session), the start line is a live one
-    instead: the step's title and its elapsed time, redrawn four times a
-    second by rich, then replaced by the outcome line.
+    While a step (or an agent's tool call) runs, its output lines arrive
+    whole and scrubbed of secrets (``core.output``):
+
+    - ``live`` (a terminal, one session): the start line is a live one
+      instead, redrawn four times a second by rich: the step's title, its
+      elapsed time and its last output line, replaced by the outcome line;
+    - otherwise (a log): a plain line with the elapsed time and the last
+      output line, at most once per ``interval`` seconds per step;
+    - ``verbose`` (``runner run -v``): every output line, as ``      | line``
+      (above the live line on a terminal), and no plain progress lines.
+
+    Every line written, output included, goes through :func:`terminal_safe`.
     """
 
-    def __init__(self, stream: TextIO, *, prefix: str = "", live: bool = False) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        prefix: str = "",
+        live: bool = False,
+        verbose: bool = False,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
         self.stream = stream
         self.prefix = prefix
         self.live = live
+        self.verbose = verbose
+        self.interval = interval
         self._status: Any = None
+        #: What runs now (a step's start line, or a tool call's), since when,
+        #: its last output line, and when a plain progress line was last written.
+        self._running: str | None = None
+        self._started = 0.0
+        self._last_line = ""
+        self._last_shown = 0.0
 
     def _write(self, text: str) -> None:
         # The whole line is escaped: the runner's own words hold no controls,
@@ -87,24 +121,48 @@ class ProgressPrinter:
         self.stream.write(terminal_safe(self.prefix + text) + "\n")
         self.stream.flush()
 
-    def _start_live(self, text: str) -> None:
-        """A transient line with the elapsed time (rich: no markup is read,
-        the text is already terminal-safe)."""
-        import time
+    def _begin(self, text: str, *, announce: bool = True) -> None:
+        """Something long may run now: a live line on a terminal, else (when
+        ``announce``) its start line."""
+        self._stop_live()
+        self._running = text
+        self._started = self._last_shown = time.monotonic()
+        self._last_line = ""
+        if self.live:
+            self._start_live()
+        elif announce:
+            self._write(text)
 
+    def _end(self) -> None:
+        self._running = None
+        self._stop_live()
+
+    def _start_live(self) -> None:
+        """A transient line with the elapsed time and the last output line
+        (rich: no markup is read, the text is already terminal-safe)."""
         from rich.console import Console
         from rich.live import Live
         from rich.text import Text
 
-        line = terminal_safe(self.prefix + text)
-        started = time.monotonic()
+        printer = self
+        line = terminal_safe(self.prefix + (self._running or ""))
+        started = self._started
 
         class Elapsed:
             def __rich__(self) -> Text:
-                return Text(f"{line}  {time.monotonic() - started:.1f}s", no_wrap=True)
+                text = Text(f"{line}  {time.monotonic() - started:.1f}s", no_wrap=True)
+                if printer._last_line and not printer.verbose:
+                    text.append(f"  | {printer._last_line}", style="dim")
+                text.overflow = "ellipsis"
+                return text
 
         console = Console(file=self.stream, force_terminal=True, highlight=False)
-        self._status = Live(Elapsed(), console=console, refresh_per_second=4, transient=True)
+        self._status = Live(
+            Elapsed(),
+            console=console,
+            refresh_per_second=4,
+            transient=True,
+        )
         self._status.start()
 
     def _stop_live(self) -> None:
@@ -116,17 +174,41 @@ class ProgressPrinter:
         """Remove a live line still shown (the run ended or was interrupted)."""
         self._stop_live()
 
+    def output(self, stream: str, line: str) -> None:
+        """One whole output line (scrubbed) of the command running now."""
+        if self.verbose:
+            text = terminal_safe(f"{self.prefix}      | {line}")
+            if self._status is not None:
+                from rich.text import Text
+
+                self._status.console.print(Text(text), soft_wrap=True)
+            else:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+        if self._running is None:
+            return
+        # What a terminal would leave of a line redrawn with carriage returns.
+        shown = terminal_safe(line.rsplit("\r", 1)[-1] or line)[:_LINE_CHARS]
+        if not shown.strip():
+            return
+        self._last_line = shown
+        now = time.monotonic()
+        if self.live or self.verbose or now - self._last_shown < self.interval:
+            return
+        self._last_shown = now
+        self._write(f"{self._running} {now - self._started:.1f}s: {shown}")
+
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         duration = event.get("duration_seconds")
         took = f" ({duration:.2f}s)" if duration is not None else ""
         if kind == "step_started":
-            text = f"    [{event['step'] + 1}] {event['title']} ..."
-            if self.live:
-                self._stop_live()
-                self._start_live(text)
-            else:
-                self._write(text)
+            self._begin(f"    [{event['step'] + 1}] {event['title']} ...")
+        elif kind == "tool_called":
+            # the agent's commands: live on a terminal, and no new line in a log
+            self._begin(f"  tool {event['tool']} ...", announce=False)
+        elif kind == "tool_finished":
+            self._end()
         elif kind == "session_starting":
             self._write(f"runner: session {event['session_id']} (agent {event['agent']})")
         elif kind == "sandbox_created":
@@ -143,9 +225,11 @@ class ProgressPrinter:
         elif kind == "hook_cancelled":
             self._write(f"  {event['hook']}.{event['point']} cancelled{took}")
         elif kind == "step_finished":
+            self._end()
             status = "skipped" if event.get("skipped") else "ok"
             self._write(f"    [{event['step'] + 1}] {event['title']} {status}{took}")
         elif kind == "step_failed":
+            self._end()
             self._write(f"    [{event['step'] + 1}] {event['title']} FAILED{took}")
         elif kind == "session_closing":
             # the end of `runner run` is the usual close: no reason to show

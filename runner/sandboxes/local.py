@@ -43,6 +43,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ..core.events import decode_output
+from ..core.output import OutputLines, output_lines
 from .base import (
     MAX_FILE_BYTES,
     READ_LIMIT,
@@ -219,6 +220,7 @@ class LocalSandbox(Sandbox):
             )
         stdout = bytearray()
         stderr = bytearray()
+        lines = output_lines()  # the live progress's last line, when someone listens
         timed_out = False
         process = await anyio.open_process(
             [self.shell, "-c", command],
@@ -233,11 +235,13 @@ class LocalSandbox(Sandbox):
         try:
             with anyio.move_on_after(timeout) as deadline:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_drain, process.stdout, stdout)
-                    tg.start_soon(_drain, process.stderr, stderr)
+                    tg.start_soon(_drain, process.stdout, stdout, lines, "stdout")
+                    tg.start_soon(_drain, process.stderr, stderr, lines, "stderr")
                     await process.wait()
             timed_out = deadline.cancelled_caught
         finally:
+            if lines is not None:
+                lines.close()
             # On a timeout (or our own cancellation) the whole group goes, so
             # nothing the command started outlives it holding our pipes.
             if timed_out or process.returncode is None:
@@ -393,11 +397,18 @@ def _check_regular(fd: int, path: str) -> None:
         raise OSError(f"{path!r} is not a regular file")
 
 
-async def _drain(stream: anyio.abc.ByteReceiveStream | None, sink: bytearray) -> None:
+async def _drain(
+    stream: anyio.abc.ByteReceiveStream | None,
+    sink: bytearray,
+    lines: OutputLines | None,
+    name: str,
+) -> None:
     if stream is None:
         return
     async for chunk in stream:
         sink.extend(chunk)
+        if lines is not None:
+            lines.feed(name, chunk)
 
 
 def _kill_group(pgid: int) -> None:

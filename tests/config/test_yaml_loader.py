@@ -95,6 +95,13 @@ def test_syntax_errors_have_a_position() -> None:
     assert "YAML syntax" in message
 
 
+def test_an_error_at_the_end_of_a_file_without_a_final_newline_is_on_its_last_line() -> None:
+    """libyaml put it on the line after the last (line 4 of 3), where no
+    editor can go; found by the validate fuzzer."""
+    (message,) = problems("version: 1\nagent: {model: m}\nx: [x: [")
+    assert message.startswith("f.yaml:3:9: YAML syntax"), message
+
+
 def test_several_documents_are_refused() -> None:
     assert "YAML" in problems("a: 1\n---\nb: 2\n")[0]
 
