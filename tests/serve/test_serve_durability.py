@@ -41,14 +41,14 @@ def durable_file(tmp_path: Path) -> Path:
                 hooks:
                   - name: counted
                     on_create:
-                      - run: echo ran >> create-1.count
-                      - run: echo ran >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO_CREATE")}
-                      - run: echo ran >> create-3.count
+                      - run: echo "$RUNNER_STEP_ID" >> create-1.count
+                      - run: echo "$RUNNER_STEP_ID" >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO_CREATE")}
+                      - run: echo "$RUNNER_STEP_ID" >> create-3.count
                       - write: login.txt
                         content: "{{{{ login.password }}}}"
                     on_destroy:
-                      - run: echo ran >> destroy-1.count
-                      - run: echo ran >> destroy-2.count; {BLOCK.format(flag="destroying", go=tmp_path / "GO_DESTROY")}
+                      - run: echo "$RUNNER_STEP_ID" >> destroy-1.count
+                      - run: echo "$RUNNER_STEP_ID" >> destroy-2.count; {BLOCK.format(flag="destroying", go=tmp_path / "GO_DESTROY")}
                       - save: create-1.count
                         to: create-1.count
                       - save: create-2.count
@@ -116,6 +116,34 @@ def test_a_session_killed_mid_on_create_resumes_without_rerunning_finished_steps
     assert [lines(saved / f"create-{n}.count") for n in (1, 2, 3)] == [1, 2, 1]
     assert [lines(saved / f"destroy-{n}.count") for n in (1, 2)] == [1, 1]
     assert not workspace.exists()
+
+
+def test_a_step_run_again_after_a_restart_has_the_same_step_id(server: Server) -> None:
+    """RUNNER_STEP_ID: what a command can de-duplicate its effect by (the
+    count files hold the id each run of a step was given)."""
+    server.start()
+    first, workspace = start_session(server)
+    wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
+    server.kill()
+    server.start()
+    (server.workdir / "GO_CREATE").touch()
+    with server.client() as client:
+        assert wait_status(client, first, "waiting")["status"] == "waiting"
+        second = client.post("/v1/sessions", json={"agent": "durable", "inputs": {}}).json()["id"]
+        assert wait_status(client, second, "waiting")["status"] == "waiting"
+    [other] = [w for w in server.workspaces() if w != workspace]
+
+    def ids(where: Path) -> list[list[str]]:
+        return [(where / f"create-{n}.count").read_text().splitlines() for n in (1, 2, 3)]
+
+    ran = ids(workspace)
+    assert [len(runs) for runs in ran] == [1, 2, 1]
+    assert ran[1][0] == ran[1][1]  # the cut-off step, run again: the same id
+    mine = {runs[0] for runs in ran}
+    theirs = {runs[0] for runs in ids(other)}
+    assert len(mine) == 3 and len(theirs) == 3  # every step its own id
+    assert not mine & theirs  # and every session
+    assert all(first in step for step in mine)
 
 
 def test_a_session_killed_mid_on_destroy_finishes_closing_after_a_restart(
