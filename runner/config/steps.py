@@ -432,7 +432,7 @@ class StepsHook(SandboxHook):
             emit("step_started", **common)
             started = time.perf_counter()
             failure: StepFailedError | None = None
-            running = current_step_id.set(step_id(ctx.session_id, self.name, point, index))
+            running = current_step_id.set(step_id(ctx.session_id, self.display_name, point, index))
             try:
                 details = await step.run(ctx, context, self.paths, secret_values)
             except UnsafeTemplateError as exc:

@@ -189,6 +189,11 @@ class LocalSandbox(Sandbox):
     def record(self) -> dict[str, Any]:
         return {"root": str(self.root)}
 
+    async def gone(self) -> str | None:
+        if not Path(self.workspace).is_dir():
+            return f"workspace {self.workspace} no longer exists"
+        return None
+
     def _path(self, path: str) -> Path:
         """Map a sandbox path to a host path inside the workspace, or refuse it."""
         workspace = Path(self.workspace).resolve()

@@ -415,6 +415,15 @@ class Sessions(SessionWork, Recovery):
         async with live.lock:
             self._live(session_id, action="send a message")
             self._refuse_while_draining()  # the stop began while it waited for the lock
+            gone = await self._in_session(session_id, live, lambda: _sandbox_gone(session_id, live))
+            if gone is not None:
+                await self._fail_gone(session_id, live, gone)
+                raise ApiError(
+                    409,
+                    "conflict",
+                    f"cannot send a message: session {session_id} failed: its sandbox is gone "
+                    f"({gone})",
+                )
             await self._set_async(session_id, status="running")
             return await self._turn(session_id, live, text)
 
@@ -426,7 +435,7 @@ class Sessions(SessionWork, Recovery):
         session = live.session
         assert session is not None
 
-        async def work() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async def work() -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
             from ..models.protocol import Completed
 
             # Here, in the session's context, where scrubbed() knows its secrets.
@@ -446,18 +455,36 @@ class Sessions(SessionWork, Recovery):
                     "text": None,
                     "error": scrubbed(f"{type(exc).__name__}: {exc}"),
                 }
+            why = await _sandbox_gone(session_id, live)
+            if why is not None:
+                error = f"the session's sandbox is gone ({why})"
+                turn = {**turn, "status": "failed", "error": error}
             # Kept for a resumed session, scrubbed (here, in the session's
             # context) like every event: after a restart the model sees ***
             # where a secret was.
-            return turn, scrubbed(session.conversation)
+            return turn, scrubbed(session.conversation), why
 
-        turn, conversation = await self._in_session(session_id, live, work)
+        turn, conversation, gone = await self._in_session(session_id, live, work)
+        if gone is not None:
+            await self._fail_gone(session_id, live, gone)
+            return turn
         if self.row(session_id).status == "running":
             await self.store.end_turn_async(
                 session_id, conversation=conversation, result={"turn": turn}
             )
             self._notify(session_id)
         return turn
+
+    async def _fail_gone(self, session_id: str, live: Live, why: str) -> None:
+        """Fail a session whose sandbox vanished (no ``on_destroy``: there is
+        nothing to run it in); what is left of it (a stopped container) is
+        removed."""
+        self._fail(session_id, f"the session's sandbox is gone ({why})")
+        if live.sandbox is not None:
+            try:
+                await live.sandbox.delete()
+            except Exception as exc:
+                logger.warning("removing what is left of session %s's sandbox: %s", session_id, exc)
 
     async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
         row = await self.store.read(self.row, session_id)
@@ -507,6 +534,23 @@ def _hide_secrets(text: str, live: Live) -> str:
     """``text`` without the session's secrets (outside the session's own
     context, where events are scrubbed by themselves)."""
     return scrub(text, secret_strings(live.inputs.values()))
+
+
+async def _sandbox_gone(session_id: str, live: Live) -> str | None:
+    """Why the session's sandbox no longer exists (said by a ``sandbox_gone``
+    event: called in the session's context), or None: it does, its backend
+    cannot tell, or the question itself failed (a backend that does not
+    answer decides nothing)."""
+    if live.sandbox is None:
+        return None
+    try:
+        why = await live.sandbox.gone()
+    except Exception as exc:
+        logger.warning("cannot tell whether session %s's sandbox exists: %s", session_id, exc)
+        return None
+    if why is not None:
+        emit("sandbox_gone", session_id=session_id, reason=why)
+    return why
 
 
 def _start_error(exc: BaseException, live: Live) -> str:
