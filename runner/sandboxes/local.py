@@ -54,6 +54,7 @@ from .base import (
     check_env,
     check_timeout,
 )
+from .watchdog import watched
 
 if TYPE_CHECKING:
     from ..core.hooks import SandboxHook
@@ -226,7 +227,9 @@ class LocalSandbox(Sandbox):
         stderr = bytearray()
         timed_out = False
         process = await anyio.open_process(
-            [self.shell, "-c", command],
+            # The group's leader kills it at the timeout if this process is
+            # gone by then (a server killed mid-step): see watchdog.
+            watched([self.shell, "-c", command], timeout),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -241,7 +244,10 @@ class LocalSandbox(Sandbox):
                     tg.start_soon(_drain, process.stdout, stdout)
                     tg.start_soon(_drain, process.stderr, stderr)
                     await process.wait()
-            timed_out = deadline.cancelled_caught
+            # Also when the watchdog acted first (this process was too slow).
+            timed_out = deadline.cancelled_caught or (
+                process.returncode == -signal.SIGKILL and time.perf_counter() - started >= timeout
+            )
         finally:
             # On a timeout (or our own cancellation) the whole group goes, so
             # nothing the command started outlives it holding our pipes.

@@ -493,3 +493,49 @@ def turn_in_a_vanishing_container(
     assert failed["error"].startswith("the session's sandbox is gone (container "), failed
     [gone] = [e for e in sse_events(client, session_id) if e["event"] == "sandbox_gone"]
     assert gone["reason"] in failed["error"]
+
+
+def test_a_command_its_server_left_running_in_a_container_dies_at_its_own_timeout(
+    tmp_path: Path, docker_client: Any, image: tuple[str, str]
+) -> None:
+    """The exec helper in the container (Python, or the shell one in the
+    busybox image) outlives the killed server until its commands in flight
+    reach their deadlines, and kills them then (seen from outside: ``docker
+    top``); no server is started again."""
+    config = tmp_path / "long-docker.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            agent:
+              name: long
+              model: local-model
+              environment:
+                sandbox: docker
+                image: {image[1]}
+                hooks:
+                  - name: long
+                    on_create:
+                      - run: touch started; sleep 601
+                        timeout_seconds: 2
+            """
+        )
+    )
+    server = Server([config], tmp_path)
+    container = None
+    try:
+        server.start()
+        with server.client() as client:
+            session_id = client.post("/v1/sessions", json={"agent": "long"}).json()["id"]
+        container = recorded_container(server, session_id, docker_client)
+        wait_for(lambda: "started" in in_container(container, "ls"), what="the step to start")
+        server.kill()
+
+        def sleeping() -> bool:
+            return any("sleep 601" in " ".join(p) for p in container.top()["Processes"] or [])
+
+        wait_for(lambda: not sleeping(), what="the cut-off command to be killed")
+    finally:
+        server.stop()
+        if container is not None:
+            container.remove(force=True, v=True)

@@ -4,7 +4,9 @@ not run again.  Counter files in the workspace prove how often each step ran."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import textwrap
 import threading
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import Server, lines, sse_events, wait_for, wait_status
+from serve_process import Server, lines, processes_with_home, sse_events, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
@@ -377,3 +379,40 @@ def test_a_session_of_an_agent_no_longer_served_fails_cleanly(
         failed = wait_status(client, session_id, "failed")
     assert failed["error"] == "agent 'durable' is not served by this server"
     wait_for(lambda: not workspace.exists(), what="the sandbox to be deleted")
+
+
+def test_a_command_its_server_left_running_dies_at_its_own_timeout(tmp_path: Path) -> None:
+    """The step's watchdog, not the next start, ends a cut-off command: the
+    server is killed mid-step and never started again."""
+    config = tmp_path / "long.yaml"
+    config.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            agent:
+              name: long
+              model: local-model
+              environment:
+                sandbox: local
+                hooks:
+                  - name: long
+                    on_create:
+                      - run: touch started; sleep 600
+                        timeout_seconds: 2
+            """
+        )
+    )
+    server = Server([config], tmp_path)
+    try:
+        server.start()
+        _, workspace = start_session(server, "long")
+        wait_for(lambda: (workspace / "started").exists(), what="the step to start")
+        server.kill()
+    finally:
+        server.stop()
+    home = workspace.parent / "home"
+    try:
+        wait_for(lambda: not processes_with_home(home), what="the watchdog to kill the command")
+    finally:
+        for pid in processes_with_home(home):  # not left behind when the test fails
+            os.kill(pid, signal.SIGKILL)
