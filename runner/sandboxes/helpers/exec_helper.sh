@@ -182,18 +182,20 @@ writer() {
         for name in o o.t o.s o.r o.z e e.t e.s e.r e.z d m w; do
             [ -e "$f.$name" ] && : >"$f.$name"
         done
-        set +f
         GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
         GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.a $f.k.* $f.l.* $f.s*"
-        set -f
         case $kind in
         exec) GARBAGE="$GARBAGE ${13}.o ${13}.e" ;;
         read | write) GARBAGE="$GARBAGE $x3.o $x3.e" ;;
         esac
         COUNT=$((COUNT + 1))
         if [ "$COUNT" -ge 16 ]; then
-            # shellcheck disable=SC2086 # names without spaces, globbing off
+            # Globbing on here: an assignment expands no pattern, and the
+            # names with pids or a timeout in them are patterns (ID.k.*).
+            set +f
+            # shellcheck disable=SC2086 # names without spaces
             rm -f $GARBAGE
+            set -f
             GARBAGE= COUNT=0
         fi
     done
