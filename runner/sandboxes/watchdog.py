@@ -39,7 +39,11 @@ pid = os.fork()
 if pid == 0:
     signal.setitimer(signal.ITIMER_REAL, 0)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    os.execvp(sys.argv[2], sys.argv[2:])
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as exc:  # as a shell (and GNU timeout) says it: 127
+        os.write(2, ("%s: %s\\n" % (sys.argv[2], exc.strerror)).encode())
+        os._exit(127)
 status = os.waitpid(pid, 0)[1]
 os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 """
