@@ -387,20 +387,13 @@ def _observer(metrics: Any) -> Callable[[str, str, int, float, str], None]:
         route = route_of(path)
         metrics.request(method, route, status, seconds)
         if route != "other":  # a scanner's paths are not logged
+            fields = {"client": client, "method": method, "path": path, "status": status}
+            duration = round(seconds * 1000, 1)
             log.info(
                 "%s %s %s %d %.1f ms",
-                client,
-                method,
-                path,
-                status,
-                seconds * 1000,
-                extra={
-                    "client": client,
-                    "method": method,
-                    "path": path,
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 1),
-                },
+                *fields.values(),
+                duration,
+                extra={**fields, "duration_ms": duration},
             )
 
     return observe

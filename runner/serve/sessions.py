@@ -62,7 +62,7 @@ from .live import (
     resolve_inputs_of,
 )
 from .recovery import Recovery
-from .session_work import RETRY_AFTER_SECONDS, SessionWork
+from .session_work import RETRY_AFTER_SECONDS, SessionWork, sandbox_gone
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
@@ -415,15 +415,7 @@ class Sessions(SessionWork, Recovery):
         async with live.lock:
             self._live(session_id, action="send a message")
             self._refuse_while_draining()  # the stop began while it waited for the lock
-            gone = await self._in_session(session_id, live, lambda: _sandbox_gone(session_id, live))
-            if gone is not None:
-                await self._fail_gone(session_id, live, gone)
-                raise ApiError(
-                    409,
-                    "conflict",
-                    f"cannot send a message: session {session_id} failed: its sandbox is gone "
-                    f"({gone})",
-                )
+            await self._refuse_if_sandbox_gone(session_id, live)
             await self._set_async(session_id, status="running")
             return await self._turn(session_id, live, text)
 
@@ -455,7 +447,7 @@ class Sessions(SessionWork, Recovery):
                     "text": None,
                     "error": scrubbed(f"{type(exc).__name__}: {exc}"),
                 }
-            why = await _sandbox_gone(session_id, live)
+            why = await sandbox_gone(session_id, live)
             if why is not None:
                 error = f"the session's sandbox is gone ({why})"
                 turn = {**turn, "status": "failed", "error": error}
@@ -474,17 +466,6 @@ class Sessions(SessionWork, Recovery):
             )
             self._notify(session_id)
         return turn
-
-    async def _fail_gone(self, session_id: str, live: Live, why: str) -> None:
-        """Fail a session whose sandbox vanished (no ``on_destroy``: there is
-        nothing to run it in); what is left of it (a stopped container) is
-        removed."""
-        self._fail(session_id, f"the session's sandbox is gone ({why})")
-        if live.sandbox is not None:
-            try:
-                await live.sandbox.delete()
-            except Exception as exc:
-                logger.warning("removing what is left of session %s's sandbox: %s", session_id, exc)
 
     async def close(self, session_id: str, *, reason: str = "deleted") -> SessionRow:
         row = await self.store.read(self.row, session_id)
@@ -534,23 +515,6 @@ def _hide_secrets(text: str, live: Live) -> str:
     """``text`` without the session's secrets (outside the session's own
     context, where events are scrubbed by themselves)."""
     return scrub(text, secret_strings(live.inputs.values()))
-
-
-async def _sandbox_gone(session_id: str, live: Live) -> str | None:
-    """Why the session's sandbox no longer exists (said by a ``sandbox_gone``
-    event: called in the session's context), or None: it does, its backend
-    cannot tell, or the question itself failed (a backend that does not
-    answer decides nothing)."""
-    if live.sandbox is None:
-        return None
-    try:
-        why = await live.sandbox.gone()
-    except Exception as exc:
-        logger.warning("cannot tell whether session %s's sandbox exists: %s", session_id, exc)
-        return None
-    if why is not None:
-        emit("sandbox_gone", session_id=session_id, reason=why)
-    return why
 
 
 def _start_error(exc: BaseException, live: Live) -> str:
