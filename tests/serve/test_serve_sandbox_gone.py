@@ -11,7 +11,10 @@ import threading
 from pathlib import Path
 
 from chat_server import ChatServer, assistant
+from jsonschema import Draft202012Validator
 from serve_process import Server, sse_events, wait_for, wait_status
+
+from runner.core.events import events_schema
 
 
 def chat_file(tmp_path: Path, model_url: str) -> Path:
@@ -64,6 +67,9 @@ def test_a_session_whose_workspace_is_deleted_during_a_turn_fails(tmp_path: Path
         assert answer[0]["turn"]["status"] == "failed"
         events = sse_events(client, session_id)
         assert [e["reason"] for e in events if e["event"] == "sandbox_gone"] == [gone]
+        schema = Draft202012Validator(events_schema())
+        for event in events:  # the new kind as documented, and the rest
+            schema.validate(event)
         again = client.post(f"/v1/sessions/{session_id}/messages", json={"text": "hi"})
         assert again.status_code == 409
 
