@@ -106,6 +106,15 @@ EXAMPLES = """Examples:
     "FORWARDED_ALLOW_IPS.",
 )
 @click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,  # serve.asgi.HEAD_TIMEOUT_SECONDS
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a request's head (its line and headers) may take to arrive, from "
+    "its first byte; a client slower than that is disconnected.",
+)
+@click.option(
     "--root-path",
     default="",
     metavar="PATH",
@@ -128,7 +137,7 @@ EXAMPLES = """Examples:
     default="text",
     show_default=True,
     help="The log on stderr: lines of text, or one JSON object a line (time, level, "
-    "logger, message, and method, path, status, duration_ms for requests). "
+    "logger, message, and client, method, path, status, duration_ms for requests). "
     "RUNNER_DEBUG=1 adds DEBUG records (hook errors in full).",
 )
 @click.option(
@@ -151,6 +160,7 @@ def serve(
     drain_timeout: float,
     limit_concurrency: int,
     forwarded_allow_ips: str | None,
+    head_timeout: float,
     root_path: str,
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
@@ -191,6 +201,7 @@ def serve(
                 drain_timeout=drain_timeout,
                 limit_concurrency=limit_concurrency,
                 forwarded_allow_ips=forwarded_allow_ips,
+                head_timeout=head_timeout,
                 root_path=root_path,
                 ssl_certfile=ssl_certfile,
                 ssl_keyfile=ssl_keyfile,

@@ -10,6 +10,7 @@ every ``{{ }}`` in a ``run`` command is shell-quoted by the template itself.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import shlex
 import time
@@ -28,6 +29,23 @@ from ..engine.inputs import SessionInput, secret_strings
 from ..sandboxes.base import Sandbox, SandboxExecutionResult
 from .host_paths import resolve_inside
 from .templates import MASKED_CONTEXT, Fields, Template, UnsafeTemplateError
+
+#: The environment variable every ``run`` step of a hook gets: the step's id.
+STEP_ID_VARIABLE = "RUNNER_STEP_ID"
+
+#: The id of the hook step running in this task (``run_steps`` sets it).
+current_step_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_step_id", default=None
+)
+
+
+def step_id(session_id: str, hook: str, point: str, index: int) -> str:
+    """A step's id: the same each time the step runs (a resumed session runs
+    a cut-off step again, on this server or another), different for every
+    other step and session, so a command can make itself idempotent
+    (``[ -e done-$RUNNER_STEP_ID ] || ...``).  Built from what names the
+    step, not from a counter, so nothing needs to be stored."""
+    return f"{session_id}.{hook}.{point}.{index + 1}"
 
 
 class StepFailedError(AgentsError):
@@ -199,6 +217,9 @@ class RunStep(Step):
         and run it: the one path of hook steps and YAML tools alike."""
         env = {name: value.render(context) for name, value in self.env.items()}
         env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
+        running = current_step_id.get()
+        if running is not None:  # a hook's step (a tool call is not one)
+            env[STEP_ID_VARIABLE] = running
         # Checked as the sandbox's shell reads it (None: bash, the default).
         shell = getattr(sandbox, "shell", None)
         return await sandbox.execute(
@@ -411,6 +432,7 @@ class StepsHook(SandboxHook):
             emit("step_started", **common)
             started = time.perf_counter()
             failure: StepFailedError | None = None
+            running = current_step_id.set(step_id(ctx.session_id, self.display_name, point, index))
             try:
                 details = await step.run(ctx, context, self.paths, secret_values)
             except UnsafeTemplateError as exc:
@@ -445,6 +467,8 @@ class StepsHook(SandboxHook):
                 )
                 if not secrets:
                     raise failure from exc
+            finally:
+                current_step_id.reset(running)
             if failure is not None:
                 # With secret inputs the cause is dropped: its text may hold them.
                 # Raised outside the except block, so it is not the context either.

@@ -155,6 +155,13 @@ class Sandbox(abc.ABC):
         calls it before ``on_destroy`` and after each agent turn."""
         return None
 
+    async def gone(self) -> str | None:
+        """Why the sandbox no longer exists (a container removed or stopped
+        from outside, a workspace deleted), or None: it does, or this
+        backend cannot tell.  ``runner serve`` asks after a turn, so that a
+        session whose sandbox vanished fails instead of waiting on."""
+        return None
+
     def record(self) -> dict[str, Any]:
         """Where this sandbox is, so that another process can find it again
         (``SandboxEnvironment.reattach``); no secret.  Empty: it cannot be."""

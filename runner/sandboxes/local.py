@@ -55,6 +55,7 @@ from .base import (
     check_env,
     check_timeout,
 )
+from .watchdog import watched
 
 if TYPE_CHECKING:
     from ..core.hooks import SandboxHook
@@ -190,6 +191,11 @@ class LocalSandbox(Sandbox):
     def record(self) -> dict[str, Any]:
         return {"root": str(self.root)}
 
+    async def gone(self) -> str | None:
+        if not Path(self.workspace).is_dir():
+            return f"workspace {self.workspace} no longer exists"
+        return None
+
     def _path(self, path: str) -> Path:
         """Map a sandbox path to a host path inside the workspace, or refuse it."""
         workspace = Path(self.workspace).resolve()
@@ -223,7 +229,9 @@ class LocalSandbox(Sandbox):
         lines = output_lines()  # the live progress's last line, when someone listens
         timed_out = False
         process = await anyio.open_process(
-            [self.shell, "-c", command],
+            # The group's leader kills it at the timeout if this process is
+            # gone by then (a server killed mid-step): see watchdog.
+            watched([self.shell, "-c", command], timeout),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -238,7 +246,10 @@ class LocalSandbox(Sandbox):
                     tg.start_soon(_drain, process.stdout, stdout, lines, "stdout")
                     tg.start_soon(_drain, process.stderr, stderr, lines, "stderr")
                     await process.wait()
-            timed_out = deadline.cancelled_caught
+            # Also when the watchdog acted first (this process was too slow).
+            timed_out = deadline.cancelled_caught or (
+                process.returncode == -signal.SIGKILL and time.perf_counter() - started >= timeout
+            )
         finally:
             if lines is not None:
                 lines.close()

@@ -8,7 +8,7 @@ runs out of descriptors (asyncio's accept loop: 1 s, then again).  This
 module adds the bounds the API had on its own server:
 
 - a request's head may hold at most ``MAX_HEAD_BYTES`` (400 beyond) and must
-  arrive within ``HEAD_TIMEOUT_SECONDS`` of its first byte (then the
+  arrive within ``--head-timeout`` seconds of its first byte (then the
   connection is closed), so a slow client cannot hold a connection forever;
 - a body may hold at most ``max_body_bytes``: a larger ``Content-Length`` is
   refused with 413 before any of it is read, a chunked body is cut off at
@@ -51,8 +51,9 @@ LIMIT_CONCURRENCY = 1000
 #: How long a stopping server lets uvicorn close its connections.
 SHUTDOWN_GRACE_SECONDS = 2.0
 
-#: Called after each request: method, path, status, seconds.
-Observer = Callable[[str, str, int, float], None]
+#: Called after each request: method, path, status, seconds, and the
+#: client's address (``X-Forwarded-For``'s when the peer is a trusted proxy).
+Observer = Callable[[str, str, int, float, str], None]
 
 
 @dataclass
@@ -62,6 +63,7 @@ class HttpSettings:
     max_body_bytes: int
     limit_concurrency: int | None = LIMIT_CONCURRENCY
     forwarded_allow_ips: str | None = None
+    head_timeout: float = HEAD_TIMEOUT_SECONDS
     root_path: str = ""
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -87,7 +89,11 @@ class AsgiAdapter:
         started = time.perf_counter()
         status = await self._answer(scope, receive, send)
         if self.observe is not None and status:
-            self.observe(scope["method"], _path(scope), status, time.perf_counter() - started)
+            # uvicorn put X-Forwarded-For's address here if the peer is in
+            # --forwarded-allow-ips, else the peer's own.
+            client = scope.get("client") or ("-", 0)
+            seconds = time.perf_counter() - started
+            self.observe(scope["method"], _path(scope), status, seconds, str(client[0]))
 
     async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> int:
         headers = {
@@ -207,9 +213,11 @@ async def _stream(send: Any, receive: Any, response: StreamResponse, *, head: bo
 class _Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on a request's head, which
     uvicorn does not have: a connection that sends part of a head and then
-    trickles (or nothing) is closed ``HEAD_TIMEOUT_SECONDS`` after the head's
+    trickles (or nothing) is closed ``head_timeout`` seconds after the head's
     first byte; one that sends nothing at all, after the keep-alive timeout."""
 
+    #: ``--head-timeout`` (set on the subclass ``http_server`` makes).
+    head_timeout = HEAD_TIMEOUT_SECONDS
     _head_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -220,7 +228,7 @@ class _Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._head_deadline is None and self.conn.their_state is h11.IDLE:
-            self._head_deadline = self.loop.call_later(HEAD_TIMEOUT_SECONDS, self._head_too_slow)
+            self._head_deadline = self.loop.call_later(self.head_timeout, self._head_too_slow)
         super().data_received(data)
         if self._head_deadline is not None and self.conn.their_state is not h11.IDLE:
             self._head_deadline.cancel()
@@ -235,7 +243,7 @@ class _Protocol(H11Protocol):
     def _head_too_slow(self) -> None:
         self._head_deadline = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            logger.info("closed a connection: its head took over %g s", HEAD_TIMEOUT_SECONDS)
+            logger.info("closed a connection: its head took over %g s", self.head_timeout)
             self.transport.close()
 
 
@@ -249,9 +257,10 @@ class _Server(uvicorn.Server):
 
 
 def http_server(app: AsgiAdapter, settings: HttpSettings) -> uvicorn.Server:
+    protocol = type("_Protocol", (_Protocol,), {"head_timeout": settings.head_timeout})
     config = uvicorn.Config(
         app,
-        http=_Protocol,
+        http=protocol,
         ws="none",
         lifespan="off",
         interface="asgi3",

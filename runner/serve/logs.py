@@ -79,7 +79,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key in ("session_id", "method", "path", "status", "duration_ms"):
+        for key in ("session_id", "client", "method", "path", "status", "duration_ms"):
             if hasattr(record, key):
                 entry[key] = getattr(record, key)
         if record.exc_info:

@@ -27,9 +27,13 @@ from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
 
-#: How many sessions a server takes over at one look (PostgreSQL), so that
-#: the servers looking at the same time share a dead server's sessions.
+#: How many sessions a server takes over at one look (PostgreSQL), at most.
 TAKEOVER_BATCH = 8
+#: Looks in a row that find sessions no server holds, and no fewer than the
+#: look before (no server took one), before a server takes them beyond its
+#: share: a server counted as live that takes none (draining, or not serving
+#: their agent) must not leave them waiting for ever.
+STALLED_LOOKS = 5
 #: The longest pause between two tries of a backend that does not answer.
 REATTACH_MAX_DELAY = 8.0
 
@@ -47,6 +51,10 @@ class Recovery:
     reattach_timeout: float
     tg: anyio.abc.TaskGroup
     _mine: set[str]
+    #: Sessions no server held at this server's last look, and how many
+    #: looks in a row found them without any fewer (``_share``).
+    _unheld_before = 0
+    _stalled = 0
 
     if TYPE_CHECKING:
 
@@ -99,24 +107,25 @@ class Recovery:
     def _claim_open(self) -> list[SessionRow]:
         """Claim the open sessions no server holds; their rows as they are now.
 
-        On PostgreSQL, up to ``--max-sessions`` held at once and
-        ``TAKEOVER_BATCH`` a look, so that servers looking at the same time
-        share a dead server's sessions; a draining server takes none."""
+        On PostgreSQL, no more than this server's share (``_share``), so that
+        the live servers split a dead server's sessions, and never beyond
+        ``--max-sessions`` held at once; a draining server takes none."""
         taken: list[SessionRow] = []
         if self.draining:
             return taken
-        room = (
-            None
-            if self.store.exclusive
-            else min(TAKEOVER_BATCH, self.max_sessions - len(self._mine))
-        )
-        for session_id, agent in self.store.open_ids():
+        every = self.store.open_ids()
+        ids = [
+            session_id
+            for session_id, agent in every
+            if session_id not in self._mine and (self.store.exclusive or agent in self.agents)
+        ]
+        room = None
+        if not self.store.exclusive:
+            ids = self.store.unheld(ids)
+            room = self._share(len(every), len(ids))
+        for session_id in ids:
             if room is not None and len(taken) >= room:
                 break
-            if session_id in self._mine:
-                continue
-            if not self.store.exclusive and agent not in self.agents:
-                continue  # left for a server that serves its agent
             if not self.store.claim(session_id):
                 continue
             row = self.store.session(session_id)  # read again now that it is ours
@@ -128,6 +137,25 @@ class Recovery:
             self._mine.add(session_id)
             taken.append(row)
         return taken
+
+    def _share(self, open_sessions: int, unheld: int) -> int:
+        """How many of the ``unheld`` sessions this server takes at this look:
+        up to an even share of all ``open_sessions`` among the live servers
+        (less what it holds), so that two survivors of a dead server each
+        take half of its sessions, whichever looks first; all it has room
+        for once ``STALLED_LOOKS`` looks saw no other server take any.
+        Never beyond ``--max-sessions`` nor ``TAKEOVER_BATCH``."""
+        room = min(TAKEOVER_BATCH, self.max_sessions - len(self._mine))
+        if unheld and unheld >= self._unheld_before:
+            self._stalled += 1
+        else:
+            self._stalled = 0
+        self._unheld_before = unheld
+        if self._stalled >= STALLED_LOOKS:
+            return max(room, 0)
+        live = max(1, self.store.live_servers())
+        even = -(-open_sessions // live)  # rounded up: the shares cover them all
+        return max(min(room, even - len(self._mine)), 0)
 
     async def _resume_rows(self, rows: list[SessionRow]) -> None:
         """Before any step runs again, each backend ends what the stopped

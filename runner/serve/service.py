@@ -244,6 +244,7 @@ async def serve(
     drain_timeout: float = DRAIN_SECONDS,
     limit_concurrency: int | None = None,
     forwarded_allow_ips: str | None = None,
+    head_timeout: float | None = None,
     root_path: str = "",
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
@@ -268,6 +269,7 @@ async def serve(
         max_body_bytes=max_body_bytes,
         limit_concurrency=limit_concurrency or asgi.LIMIT_CONCURRENCY,
         forwarded_allow_ips=forwarded_allow_ips,
+        head_timeout=head_timeout or asgi.HEAD_TIMEOUT_SECONDS,
         root_path=root_path.rstrip("/"),
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
@@ -373,7 +375,7 @@ async def _retain(store: Any, days: float) -> None:
         await anyio.sleep(RETENTION_SWEEP_SECONDS)
 
 
-def _observer(metrics: Any) -> Callable[[str, str, int, float], None]:
+def _observer(metrics: Any) -> Callable[[str, str, int, float, str], None]:
     """After each request: its latency in the metrics, and a log line."""
     import logging
 
@@ -381,22 +383,17 @@ def _observer(metrics: Any) -> Callable[[str, str, int, float], None]:
 
     log = logging.getLogger("runner.serve.http")
 
-    def observe(method: str, path: str, status: int, seconds: float) -> None:
+    def observe(method: str, path: str, status: int, seconds: float, client: str) -> None:
         route = route_of(path)
         metrics.request(method, route, status, seconds)
         if route != "other":  # a scanner's paths are not logged
+            fields = {"client": client, "method": method, "path": path, "status": status}
+            duration = round(seconds * 1000, 1)
             log.info(
-                "%s %s %d %.1f ms",
-                method,
-                path,
-                status,
-                seconds * 1000,
-                extra={
-                    "method": method,
-                    "path": path,
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 1),
-                },
+                "%s %s %s %d %.1f ms",
+                *fields.values(),
+                duration,
+                extra={**fields, "duration_ms": duration},
             )
 
     return observe

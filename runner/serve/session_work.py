@@ -4,7 +4,8 @@ Each start, turn and close runs in a task of the server (it outlives the
 request), inside a context that records the session's events (scrubbed of
 its secrets; a hook's error message only to the log, ``_error_to_log``)
 into the store and wakes the clients following them (``changed``).  The
-work under way is counted, so a SIGTERM can ``drain`` it.  A mixin of
+work under way is counted, so a SIGTERM can ``drain`` it.  A session whose
+sandbox vanished (``sandbox_gone``) is failed (``_fail_gone``).  A mixin of
 ``Sessions``, split from ``sessions`` (issue 27).
 """
 
@@ -13,13 +14,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 
-from ..core.events import add_secrets, listen, scrubbed
+from ..core.events import add_secrets, emit, listen, scrubbed
 from ..engine.inputs import secret_strings
 from .journal import follow_hook_clock, record_hook_point
 from .live import ApiError, Live
@@ -44,6 +45,10 @@ class SessionWork:
     _changed: dict[str, anyio.Event]
     _loop_thread: int
     on_event: Callable[[dict[str, Any]], None] | None
+
+    if TYPE_CHECKING:
+
+        def _fail(self, session_id: str, reason: str) -> None: ...
 
     def changed(self, session_id: str) -> anyio.Event:
         return self._changed.setdefault(session_id, anyio.Event())
@@ -131,6 +136,29 @@ class SessionWork:
             await self._idle.wait()
         return self.busy == 0
 
+    async def _fail_gone(self, session_id: str, live: Live, why: str) -> None:
+        """Fail a session whose sandbox vanished (no ``on_destroy``: there is
+        nothing to run it in); what is left of it (a stopped container) is
+        removed."""
+        self._fail(session_id, f"the session's sandbox is gone ({why})")
+        if live.sandbox is not None:
+            try:
+                await live.sandbox.delete()
+            except Exception as exc:
+                logger.warning("removing what is left of session %s's sandbox: %s", session_id, exc)
+
+    async def _refuse_if_sandbox_gone(self, session_id: str, live: Live) -> None:
+        """Before a message: a session whose sandbox vanished fails, and the
+        message is refused (409), rather than run a turn in nothing."""
+        gone = await self._in_session(session_id, live, lambda: sandbox_gone(session_id, live))
+        if gone is not None:
+            await self._fail_gone(session_id, live, gone)
+            raise ApiError(
+                409,
+                "conflict",
+                f"cannot send a message: session {session_id} failed: its sandbox is gone ({gone})",
+            )
+
     def _refuse_while_draining(self) -> None:
         if self.draining:
             raise ApiError(
@@ -140,6 +168,23 @@ class SessionWork:
                 "is back, takes the session)",
                 headers=[("retry-after", str(RETRY_AFTER_SECONDS))],
             )
+
+
+async def sandbox_gone(session_id: str, live: Live) -> str | None:
+    """Why the session's sandbox no longer exists (said by a ``sandbox_gone``
+    event: called in the session's context), or None: it does, its backend
+    cannot tell, or the question itself failed (a backend that does not
+    answer decides nothing)."""
+    if live.sandbox is None:
+        return None
+    try:
+        why = await live.sandbox.gone()
+    except Exception as exc:
+        logger.warning("cannot tell whether session %s's sandbox exists: %s", session_id, exc)
+        return None
+    if why is not None:
+        emit("sandbox_gone", session_id=session_id, reason=why)
+    return why
 
 
 def _error_to_log(session_id: str, event: dict[str, Any]) -> dict[str, Any]:

@@ -62,7 +62,7 @@ from .live import (
     resolve_inputs_of,
 )
 from .recovery import Recovery
-from .session_work import RETRY_AFTER_SECONDS, SessionWork
+from .session_work import RETRY_AFTER_SECONDS, SessionWork, sandbox_gone
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
@@ -415,6 +415,7 @@ class Sessions(SessionWork, Recovery):
         async with live.lock:
             self._live(session_id, action="send a message")
             self._refuse_while_draining()  # the stop began while it waited for the lock
+            await self._refuse_if_sandbox_gone(session_id, live)
             await self._set_async(session_id, status="running")
             return await self._turn(session_id, live, text)
 
@@ -426,7 +427,7 @@ class Sessions(SessionWork, Recovery):
         session = live.session
         assert session is not None
 
-        async def work() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async def work() -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
             from ..models.protocol import Completed
 
             # Here, in the session's context, where scrubbed() knows its secrets.
@@ -446,12 +447,19 @@ class Sessions(SessionWork, Recovery):
                     "text": None,
                     "error": scrubbed(f"{type(exc).__name__}: {exc}"),
                 }
+            why = await sandbox_gone(session_id, live)
+            if why is not None:
+                error = f"the session's sandbox is gone ({why})"
+                turn = {**turn, "status": "failed", "error": error}
             # Kept for a resumed session, scrubbed (here, in the session's
             # context) like every event: after a restart the model sees ***
             # where a secret was.
-            return turn, scrubbed(session.conversation)
+            return turn, scrubbed(session.conversation), why
 
-        turn, conversation = await self._in_session(session_id, live, work)
+        turn, conversation, gone = await self._in_session(session_id, live, work)
+        if gone is not None:
+            await self._fail_gone(session_id, live, gone)
+            return turn
         if self.row(session_id).status == "running":
             await self.store.end_turn_async(
                 session_id, conversation=conversation, result={"turn": turn}

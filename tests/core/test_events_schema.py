@@ -58,8 +58,9 @@ PRODUCES = {
 #: Kinds no local run can produce: the exec channel and snapshots exist in
 #: Docker sandboxes only (tests/sandboxes/test_exec_channel.py and tests/sandboxes/test_snapshots.py
 #: check them on a real engine).
-#: Kinds only runner serve sends (tests/serve/test_serve_durability.py checks them).
-SERVE_ONLY = {"session_resumed"}
+#: Kinds only runner serve sends (tests/serve/test_serve_durability.py and
+#: tests/serve/test_serve_sandbox_gone.py check them).
+SERVE_ONLY = {"session_resumed", "sandbox_gone"}
 DOCKER_ONLY = {
     "exec_channel_started",
     "exec_channel_unavailable",

@@ -427,3 +427,115 @@ def start_session_of(server: Server, agent: str) -> str:
         created = client.post("/v1/sessions", json={"agent": agent})
         assert created.status_code == 201, created.text
     return created.json()["id"]
+
+
+@pytest.mark.parametrize("by_hand", ["removed", "stopped"])
+def test_a_docker_session_whose_container_goes_away_during_a_turn_fails(
+    tmp_path: Path, docker_client: Any, by_hand: str
+) -> None:
+    """Not only at a restart: the turn that finds the container gone fails
+    the session (a ``sandbox_gone`` event), and what is left is removed."""
+    from chat_server import ChatServer, assistant
+
+    block = "touch started; while [ ! -f GO ]; do sleep 0.05; done"
+    replies = [assistant(None, ("call00001", "bash", {"command": block})), assistant("Done.")]
+    config = tmp_path / "chat-docker.yaml"
+    with ChatServer(replies) as model:
+        config.write_text(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                agent:
+                  name: chat
+                  model: local-model
+                  base_url: {model.url}
+                  environment:
+                    sandbox: docker
+                    image: {TEST_IMAGE}
+                """
+            )
+        )
+        with Server([config], tmp_path) as server, server.client() as client:
+            session_id = client.post("/v1/sessions", json={"agent": "chat"}).json()["id"]
+            wait_status(client, session_id, "waiting")
+            container = recorded_container(server, session_id, docker_client)
+            try:
+                turn_in_a_vanishing_container(client, session_id, container, by_hand)
+            finally:
+                left = exists(docker_client, container.id)
+                if left:  # not left behind when the test fails
+                    container.remove(force=True, v=True)
+    assert not left  # what was left of it (a stopped container) was removed
+
+
+def turn_in_a_vanishing_container(
+    client: httpx.Client, session_id: str, container: Any, by_hand: str
+) -> None:
+    """A turn whose tool call's container is removed or stopped under it."""
+    from serve_process import sse_events
+
+    sending = threading.Thread(
+        target=client.post,
+        args=(f"/v1/sessions/{session_id}/messages",),
+        kwargs={"json": {"text": "go"}},
+    )
+    sending.start()
+    try:
+        wait_for(lambda: "started" in in_container(container, "ls"), what="the tool call")
+        if by_hand == "removed":
+            container.remove(force=True, v=True)
+        else:
+            container.kill()
+    finally:
+        sending.join()
+    failed = wait_status(client, session_id, "failed", "waiting")
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("the session's sandbox is gone (container "), failed
+    [gone] = [e for e in sse_events(client, session_id) if e["event"] == "sandbox_gone"]
+    assert gone["reason"] in failed["error"]
+
+
+def test_a_command_its_server_left_running_in_a_container_dies_at_its_own_timeout(
+    tmp_path: Path, docker_client: Any, image: tuple[str, str]
+) -> None:
+    """The exec helper in the container (Python, or the shell one in the
+    busybox image) outlives the killed server until its commands in flight
+    reach their deadlines, and kills them then (seen from outside: ``docker
+    top``); no server is started again."""
+    config = tmp_path / "long-docker.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            agent:
+              name: long
+              model: local-model
+              environment:
+                sandbox: docker
+                image: {image[1]}
+                hooks:
+                  - name: long
+                    on_create:
+                      - run: touch started; sleep 601
+                        timeout_seconds: 2
+            """
+        )
+    )
+    server = Server([config], tmp_path)
+    container = None
+    try:
+        server.start()
+        with server.client() as client:
+            session_id = client.post("/v1/sessions", json={"agent": "long"}).json()["id"]
+        container = recorded_container(server, session_id, docker_client)
+        wait_for(lambda: "started" in in_container(container, "ls"), what="the step to start")
+        server.kill()
+
+        def sleeping() -> bool:
+            return any("sleep 601" in " ".join(p) for p in container.top()["Processes"] or [])
+
+        wait_for(lambda: not sleeping(), what="the cut-off command to be killed")
+    finally:
+        server.stop()
+        if container is not None:
+            container.remove(force=True, v=True)

@@ -4,7 +4,9 @@ not run again.  Counter files in the workspace prove how often each step ran."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import textwrap
 import threading
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import Server, lines, sse_events, wait_for, wait_status
+from serve_process import Server, lines, processes_with_home, sse_events, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
@@ -41,14 +43,14 @@ def durable_file(tmp_path: Path) -> Path:
                 hooks:
                   - name: counted
                     on_create:
-                      - run: echo ran >> create-1.count
-                      - run: echo ran >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO_CREATE")}
-                      - run: echo ran >> create-3.count
+                      - run: echo "$RUNNER_STEP_ID" >> create-1.count
+                      - run: echo "$RUNNER_STEP_ID" >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO_CREATE")}
+                      - run: echo "$RUNNER_STEP_ID" >> create-3.count
                       - write: login.txt
                         content: "{{{{ login.password }}}}"
                     on_destroy:
-                      - run: echo ran >> destroy-1.count
-                      - run: echo ran >> destroy-2.count; {BLOCK.format(flag="destroying", go=tmp_path / "GO_DESTROY")}
+                      - run: echo "$RUNNER_STEP_ID" >> destroy-1.count
+                      - run: echo "$RUNNER_STEP_ID" >> destroy-2.count; {BLOCK.format(flag="destroying", go=tmp_path / "GO_DESTROY")}
                       - save: create-1.count
                         to: create-1.count
                       - save: create-2.count
@@ -116,6 +118,34 @@ def test_a_session_killed_mid_on_create_resumes_without_rerunning_finished_steps
     assert [lines(saved / f"create-{n}.count") for n in (1, 2, 3)] == [1, 2, 1]
     assert [lines(saved / f"destroy-{n}.count") for n in (1, 2)] == [1, 1]
     assert not workspace.exists()
+
+
+def test_a_step_run_again_after_a_restart_has_the_same_step_id(server: Server) -> None:
+    """RUNNER_STEP_ID: what a command can de-duplicate its effect by (the
+    count files hold the id each run of a step was given)."""
+    server.start()
+    first, workspace = start_session(server)
+    wait_for(lambda: (workspace / "creating").exists(), what="step 2 of on_create to start")
+    server.kill()
+    server.start()
+    (server.workdir / "GO_CREATE").touch()
+    with server.client() as client:
+        assert wait_status(client, first, "waiting")["status"] == "waiting"
+        second = client.post("/v1/sessions", json={"agent": "durable", "inputs": {}}).json()["id"]
+        assert wait_status(client, second, "waiting")["status"] == "waiting"
+    [other] = [w for w in server.workspaces() if w != workspace]
+
+    def ids(where: Path) -> list[list[str]]:
+        return [(where / f"create-{n}.count").read_text().splitlines() for n in (1, 2, 3)]
+
+    ran = ids(workspace)
+    assert [len(runs) for runs in ran] == [1, 2, 1]
+    assert ran[1][0] == ran[1][1]  # the cut-off step, run again: the same id
+    mine = {runs[0] for runs in ran}
+    theirs = {runs[0] for runs in ids(other)}
+    assert len(mine) == 3 and len(theirs) == 3  # every step its own id
+    assert not mine & theirs  # and every session
+    assert all(first in step for step in mine)
 
 
 def test_a_session_killed_mid_on_destroy_finishes_closing_after_a_restart(
@@ -349,3 +379,40 @@ def test_a_session_of_an_agent_no_longer_served_fails_cleanly(
         failed = wait_status(client, session_id, "failed")
     assert failed["error"] == "agent 'durable' is not served by this server"
     wait_for(lambda: not workspace.exists(), what="the sandbox to be deleted")
+
+
+def test_a_command_its_server_left_running_dies_at_its_own_timeout(tmp_path: Path) -> None:
+    """The step's watchdog, not the next start, ends a cut-off command: the
+    server is killed mid-step and never started again."""
+    config = tmp_path / "long.yaml"
+    config.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            agent:
+              name: long
+              model: local-model
+              environment:
+                sandbox: local
+                hooks:
+                  - name: long
+                    on_create:
+                      - run: touch started; sleep 600
+                        timeout_seconds: 2
+            """
+        )
+    )
+    server = Server([config], tmp_path)
+    try:
+        server.start()
+        _, workspace = start_session(server, "long")
+        wait_for(lambda: (workspace / "started").exists(), what="the step to start")
+        server.kill()
+    finally:
+        server.stop()
+    home = workspace.parent / "home"
+    try:
+        wait_for(lambda: not processes_with_home(home), what="the watchdog to kill the command")
+    finally:
+        for pid in processes_with_home(home):  # not left behind when the test fails
+            os.kill(pid, signal.SIGKILL)

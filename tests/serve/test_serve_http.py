@@ -140,3 +140,35 @@ def test_an_event_stream_open_at_sigterm_ends_cleanly(tmp_path: Path) -> None:
         server.stop()
     assert ended == ["cleanly"]
     assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def test_a_client_that_sends_half_a_head_is_cut_off_at_head_timeout(tmp_path: Path) -> None:
+    """The head deadline (``--head-timeout``; 30 s by default), which uvicorn
+    lacks: a slow client cannot hold a connection for ever."""
+    server = Server([agent_file(tmp_path)], tmp_path, args=["--head-timeout", "1"])
+    with server:
+        address = urlsplit(server.url)
+        with socket.create_connection((address.hostname, address.port)) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # no blank line: more to come
+            slow.settimeout(60)  # a bound for a broken server only: the deadline is 1 s
+            assert slow.recv(1024) == b""  # closed, unanswered
+        assert "closed a connection: its head took over 1 s" in server.stderr()
+        with server.client() as client:
+            assert client.get("/healthz").status_code == 200  # the server serves on
+
+
+@pytest.mark.parametrize(
+    ("allowed", "client_address"),
+    [("127.0.0.1", "203.0.113.9"), ("10.9.9.9", "127.0.0.1")],
+    ids=["from-an-allowed-proxy", "from-another-peer"],
+)
+def test_x_forwarded_for_is_believed_only_from_forwarded_allow_ips(
+    tmp_path: Path, allowed: str, client_address: str
+) -> None:
+    """The request log names the client: the address X-Forwarded-For gives
+    when the peer (here 127.0.0.1) is an allowed proxy, else the peer."""
+    server = Server([agent_file(tmp_path)], tmp_path, args=["--forwarded-allow-ips", allowed])
+    with server, server.client() as client:
+        forwarded = {"X-Forwarded-For": "203.0.113.9"}
+        assert client.get("/v1/sessions", headers=forwarded).status_code == 200
+    assert f" {client_address} GET /v1/sessions 200 " in server.stderr()

@@ -182,3 +182,33 @@ def test_retain_days_deletes_closed_sessions_and_their_events(tmp_path: Path) ->
         assert "deleted 1 session(s) closed more than 0 day(s) ago" in server.stderr()
     finally:
         server.stop()
+
+
+def test_readyz_is_not_ready_while_the_database_does_not_answer(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """The server's connection for reads and writes is cut (its claims
+    connection lives on, and the long --claim-interval keeps the server from
+    noticing by itself: a server that loses its claims stops, exit 2)."""
+    import psycopg
+
+    server = Server(
+        [agent_file(tmp_path)],
+        tmp_path,
+        db=postgres_dsn,  # type: ignore[arg-type]
+        args=["--claim-interval", "3600"],
+    )
+    with server, server.client(token=None) as probe:
+        assert probe.get("/readyz").status_code == 200
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            (cut,) = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = %s",
+                (f"runner serve {server.process.pid}",),
+            ).fetchone()
+        assert cut == 1
+        ready = probe.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["error"] == "not_ready"
+        assert ready.json()["message"].startswith("the database does not answer")
+        assert probe.get("/healthz").status_code == 200  # alive, not ready

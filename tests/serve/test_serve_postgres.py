@@ -559,3 +559,48 @@ def test_a_take_over_stops_at_max_sessions_and_leaves_the_rest(tmp_path, postgre
     finally:
         a.stop()
         b.stop()
+
+
+def survivors_take_over(tmp_path: Path, postgres_dsn: str, *, a_max: int) -> list[str]:
+    """Three servers; ``c`` opens six sessions and is killed; the owners of
+    the six once ``a`` (``--max-sessions a_max``) and ``b`` took them all."""
+    agent = shared_file(tmp_path)
+    (tmp_path / "GO_CREATE").touch()  # on_create runs through: sessions wait
+    a = Server([agent], tmp_path / "a", db=postgres_dsn, args=["--max-sessions", str(a_max)])
+    b, c = (Server([agent], tmp_path / name, db=postgres_dsn) for name in "bc")
+    try:
+        for server in (a, b, c):
+            server.start()
+        with c.client() as client:
+            ids = [
+                client.post("/v1/sessions", json={"agent": "shared"}).json()["id"] for _ in "123456"
+            ]
+            for session_id in ids:
+                assert wait_status(client, session_id, "waiting", "failed")["status"] == "waiting"
+        c.kill()
+        with b.client() as client:
+
+            def owners() -> list[str] | None:
+                found = [client.get(f"/v1/sessions/{i}").json()["owner"] for i in ids]
+                return found if c.url not in found else None
+
+            taken = wait_for(owners, what="a and b to take every session over", timeout=60)
+            for session_id in ids:
+                assert wait_status(client, session_id, "waiting", "failed")["status"] == "waiting"
+        return [{a.url: "a", b.url: "b"}[owner] for owner in taken]
+    finally:
+        for server in (a, b, c):
+            server.stop()
+
+
+def test_the_survivors_split_a_dead_servers_sessions(tmp_path, postgres_dsn) -> None:
+    """Whichever looks first takes its even share only (3 of 6), not all."""
+    owners = survivors_take_over(tmp_path, postgres_dsn, a_max=100)
+    assert (owners.count("a"), owners.count("b")) == (3, 3), owners
+
+
+def test_a_survivor_takes_over_no_more_than_its_max_sessions(tmp_path, postgres_dsn) -> None:
+    """``a`` holds at most 2; ``b`` takes its share (3), then, as no other
+    server takes the last one, that one too."""
+    owners = survivors_take_over(tmp_path, postgres_dsn, a_max=2)
+    assert (owners.count("a"), owners.count("b")) == (2, 4), owners

@@ -447,6 +447,22 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
         limit = f" (memory limit {self.memory})" if self.memory else ""
         return f"runner: the command was killed (SIGKILL), most likely out of memory{limit}\n"
 
+    async def gone(self) -> str | None:
+        from .durability import _find_container
+
+        if self._deleted:
+            return None  # deleted by its session: not gone from outside
+        container = await self.client.call(_find_container, self.container_id)
+        if container is None:
+            return f"container {self.container_id[:12]} no longer exists"
+        state = container.attrs.get("State", {})
+        if not state.get("Running") or state.get("Paused"):
+            return (
+                f"container {self.container_id[:12]} is not running (status "
+                f"{state.get('Status', 'unknown')}, exit code {state.get('ExitCode')})"
+            )
+        return None
+
     def adopt(self, *, session_id: str, client: DockerClient) -> None:
         """Hand a pooled sandbox to a session (and to that session's event loop)."""
         self.session_id = session_id

@@ -11,6 +11,7 @@ forged by the agent, so nothing in it is used unchecked.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from typing import Any
 
@@ -60,6 +61,8 @@ def shell_request(header: dict[str, Any], request_id: int, body_size: int, strin
     if op == "exec":
         count = 3 + len(header.get("env") or {})
         a = int(header.get("cap", 8 << 20))
+        # Whole seconds: the helper's own deadline once the runner is gone.
+        b = math.ceil(float(header.get("timeout") or 0))
     elif op == "read":
         count, a, b = 1, int(header["offset"]), int(header["max_bytes"])
     elif op == "write":

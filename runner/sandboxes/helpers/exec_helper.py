@@ -452,8 +452,12 @@ class Relay:
     none would be left taking.  A request thus goes straight to the thread
     that runs it, with no hand-over and, once two threads take turns, no
     thread started per request.  ``take`` blocks for the next request and
-    raises EOFError at the end of the stream: then the process exits
-    (in-flight work ends with it, as it did when main() returned)."""
+    raises EOFError at the end of the stream: then the process exits once
+    the requests in flight have ended.  The end of the stream is the runner
+    gone (a server killed mid-step): each command in flight still ends at
+    its own deadline, its process group killed by ``run_here`` (the
+    in-sandbox watchdog), instead of running on unwatched until a restart
+    finds it.  No answer reaches anyone; none is needed."""
 
     def __init__(self, take, run):
         self.take = take
@@ -461,6 +465,15 @@ class Relay:
         self.lock = threading.Lock()
         self.taking = threading.Lock()
         self.waiting = 0
+        self.running = 0
+
+    def finish(self):
+        """The stream ended: exit once no request is in flight."""
+        while True:
+            with self.lock:
+                if self.running == 0:
+                    os._exit(0)
+            time.sleep(0.05)
 
     def serve(self):
         while True:
@@ -469,8 +482,10 @@ class Relay:
             try:
                 with self.taking:
                     request = self.take()
+                    with self.lock:  # in flight before another taker can see the end
+                        self.running += 1
             except EOFError:
-                os._exit(0)
+                self.finish()
             except Exception as exc:  # a request that cannot be read: the stream is lost
                 sys.stderr.write("unreadable request: {!r}\n".format(exc))
                 sys.stderr.flush()
@@ -482,7 +497,11 @@ class Relay:
                 waiter = threading.Thread(target=self.serve)
                 waiter.daemon = True
                 waiter.start()
-            self.run(request)
+            try:
+                self.run(request)
+            finally:
+                with self.lock:
+                    self.running -= 1
 
 
 def reset_by_the_change_of_user():

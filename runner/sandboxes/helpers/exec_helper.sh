@@ -182,18 +182,20 @@ writer() {
         for name in o o.t o.s o.r o.z e e.t e.s e.r e.z d m w; do
             [ -e "$f.$name" ] && : >"$f.$name"
         done
-        set +f
         GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
-        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.a $f.k.* $f.s*"
-        set -f
+        GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.a $f.k.* $f.l.* $f.s*"
         case $kind in
         exec) GARBAGE="$GARBAGE ${13}.o ${13}.e" ;;
         read | write) GARBAGE="$GARBAGE $x3.o $x3.e" ;;
         esac
         COUNT=$((COUNT + 1))
         if [ "$COUNT" -ge 16 ]; then
-            # shellcheck disable=SC2086 # names without spaces, globbing off
+            # Globbing on here: an assignment expands no pattern, and the
+            # names with pids or a timeout in them are patterns (ID.k.*).
+            set +f
+            # shellcheck disable=SC2086 # names without spaces
             rm -f $GARBAGE
+            set -f
             GARBAGE= COUNT=0
         fi
     done
@@ -228,7 +230,7 @@ run_exec() {
         fail "$1" OSError "no setpriv or nsenter to run commands as $2"
         return
     fi
-    id=$1 cap=$3
+    id=$1 cap=$3 limit=$4
     # The whole command line, in the positional parameters before the
     # container's environment comes back (it may hold any of our names).
     # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
@@ -255,6 +257,7 @@ run_exec() {
     ) </dev/null >"$P.o" 2>"$P.e" 3>&- &
     pid=$!
     : >"$f.k.$pid.$co.$ce"  # in its name: a full tmpfs still takes an empty file
+    : >"$f.l.$limit"  # its timeout, from this file's time: see the end of the stream
     wait "$pid"
     code=$?
     : >"$f.x"  # reaped: its pid may be another's from now on (see stop)
@@ -598,7 +601,7 @@ while read -r token op id user a b n; do
     ping) note "$id" ping ;;
     exec)
         if pipes; then
-            run_exec "$id" "$user" "$a" </dev/null &
+            run_exec "$id" "$user" "$a" "$b" </dev/null &
         else
             fail "$id" OSError "could not make the output pipes"
         fi
@@ -623,4 +626,28 @@ while read -r token op id user a b n; do
     kill) stop "$id" </dev/null & ;;
     esac
     jobs >/dev/null  # reap the jobs that ended (dash keeps them otherwise)
+done
+
+# The end of the stream: the runner is gone (a server killed mid-step), and
+# with it the `kill` it sends at each command's deadline.  So the helper
+# stays, the in-sandbox watchdog, until every command still running has
+# ended or reached its own timeout (its ID.l.SECONDS file's time plus
+# SECONDS, and a second of grace) and been stopped; then it exits.
+set +f
+while :; do
+    now=$(date +%s) || break
+    running=false
+    for l in "$D"/*.l.*; do
+        [ -e "$l" ] || continue
+        f=${l%.l.*}
+        [ -e "$f.x" ] && continue  # reaped
+        running=true
+        [ -e "$f.t" ] && continue  # being stopped
+        started=$(stat -c %Y -- "$l") || continue
+        if [ "$now" -gt $((started + ${l##*.l.} + 1)) ]; then
+            stop "${f##*/}" </dev/null &
+        fi
+    done
+    $running || break
+    sleep 0.5
 done

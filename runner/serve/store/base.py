@@ -278,6 +278,15 @@ class Store:
     def release(self, session_id: str) -> None:
         """Give up ``session_id`` (it is closed or failed)."""
 
+    def live_servers(self) -> int:
+        """How many servers share this store now (SQLite: this one alone)."""
+        return 1
+
+    def unheld(self, session_ids: list[str]) -> list[str]:
+        """Those of ``session_ids`` no live server holds (SQLite: every one
+        this server does not run: it is the file's only server)."""
+        return list(session_ids)
+
     def check_alive(self) -> None:
         """Raise if this server may have lost its claims (PostgreSQL: the
         connection that holds them broke)."""

@@ -54,6 +54,18 @@ _SCHEMA_LOCK = int.from_bytes(
 )
 
 
+#: Held (shared) by every live server on its claims connection: how many
+#: servers are alive is how many hold it (``live_servers``), with no
+#: heartbeat, as with the sessions' locks.
+_SERVERS_LOCK = int.from_bytes(
+    hashlib.sha256(b"runner serve: a live server").digest()[:8], "big", signed=True
+)
+
+#: A 64-bit advisory lock's key from ``pg_locks``: ``classid`` holds its high
+#: 32 bits, ``objid`` its low ones (the shift wraps as the key was signed).
+_PG_LOCKS_KEY = "((classid::bigint << 32) | objid::bigint)"
+
+
 def lock_key(session_id: str) -> int:
     """The advisory lock of a session: 64 bits of a hash of its id."""
     return int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:8], "big", signed=True)
@@ -133,6 +145,8 @@ class PostgresStore(Store):
             )
         # Shared by every server of this database: the owner of its durable containers.
         ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
+        with self._claims_lock:  # counted among the live servers while it lives
+            self._claims.execute("SELECT pg_advisory_lock_shared(%s)", (_SERVERS_LOCK,))
         self._start_writer()
 
     def close(self) -> None:
@@ -228,6 +242,30 @@ class PostgresStore(Store):
             if taken:
                 self._claimed.add(session_id)
             return bool(taken)
+
+    def live_servers(self) -> int:
+        """How many servers share this database now (each holds the servers'
+        lock, shared, for as long as its claims connection lives)."""
+        ((count,),) = self._rows(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND mode = 'ShareLock' AND objsubid = 1"
+            f" AND {_PG_LOCKS_KEY} = ?",
+            (_SERVERS_LOCK,),
+        )
+        return int(count)
+
+    def unheld(self, session_ids: list[str]) -> list[str]:
+        """Those of ``session_ids`` no live server holds (their server died),
+        in their order: one look at ``pg_locks``, no lock taken."""
+        held = {
+            key
+            for (key,) in self._rows(
+                f"SELECT {_PG_LOCKS_KEY} FROM pg_locks"
+                " WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'"
+                " AND objsubid = 1"
+            )
+        }
+        return [i for i in session_ids if lock_key(i) not in held]
 
     def release(self, session_id: str) -> None:
         """Never raises: a lock whose connection is gone is released already."""
