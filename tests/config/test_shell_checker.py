@@ -662,3 +662,64 @@ def test_a_glob_beside_files_a_value_named_needs_an_end_of_options() -> None:
     assert "file-flow" in {f[1] for f in findings("touch -- {0}; wc -l *")}
     assert findings("touch -- {0}; wc -l -- *") == []  # after --, names are operands
     assert findings("touch -- {0}; cat *") == []  # the strict receivers run nothing
+
+
+# --- the fourteenth review (strict mode) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/[^a]roc/$$/cmdline",  # bash's [^...] is fnmatch's [!...]
+        "/[[:alpha:]]roc/$$/cmdline",  # a class
+        "/{p..p}roc/$$/cmdline",  # a sequence brace
+        "/PRO[C]/$$/cmdline",  # shopt -s nocaseglob
+        "/dev/./fd/0",
+        "/dev//fd/0",
+    ],
+)
+def test_the_fourteenth_reviews_proc_spellings_carry_values(path) -> None:
+    script = f'echo {{0}} >/dev/null; y="$(cat {path})"; touch -- $y'
+    assert "tainted-variable" in {f[1] for f in findings(script)}, path
+
+
+def test_an_escape_in_brackets_that_tree_sitter_splits_is_a_disagreement() -> None:
+    """tree-sitter reads ``/[\\p]roc/...`` as two words, bash as one."""
+    script = 'echo {0} >/dev/null; y="$(cat /[\\p]roc/$$/cmdline)"; touch -- $y'
+    assert "syntax" in {f[1] for f in findings(script)}
+
+
+def test_a_path_built_from_a_variable_may_name_proc_in_strict_mode() -> None:
+    script = 'wc -c {0}; p=/pr; y="$(cat "${p}oc/$$/cmdline")"; touch -- $y'
+    text = script.replace("{0}", SENTINELS[0])
+    strict = check_script(text, [SENTINELS[0]], consumers=["wc"])
+    assert "tainted-variable" in {f.rule for f in strict}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'mkdir -p .venv/bin; cp /bin/bash .venv/bin/wc; wc -c {0}',  # on PATH, run bare
+        'xxd -p "$BASH" | xxd -r -p - wc; chmod +x wc; ./wc -c {0}',  # a writer no list names
+        "lz4 -d -f packed wc; ./wc -c {0}",
+    ],
+)
+def test_a_program_made_under_a_consumers_name_is_not_that_consumer(script) -> None:
+    text = script.replace("{0}", SENTINELS[0])
+    found = check_script(text, [SENTINELS[0]], consumers=["wc"])
+    assert "file-flow" in {f.rule for f in found}, found
+
+
+def test_a_copy_made_by_a_known_copier_is_refused_by_its_bare_name_too() -> None:
+    text = 'cp /bin/bash /usr/local/bin/grep; grep -c {0} f'.replace("{0}", SENTINELS[0])
+    assert "file-flow" in {f.rule for f in check_script(text, [SENTINELS[0]])}
+
+
+@pytest.mark.parametrize(
+    "name", ["SHELLOPTS", "PS4", "BASH_ENV", "PROMPT_COMMAND", "BASH_FUNC_x%%"]
+)
+def test_a_static_env_that_changes_how_bash_runs_is_refused_beside_values(name) -> None:
+    """``env: {SHELLOPTS: xtrace, PS4: "${BASH_COMMAND@P}"}`` traced and ran a value."""
+    found = check_script(f"wc -c {SENTINELS[0]}", [SENTINELS[0]], exported=[name])
+    assert ("rebinding", f"env: {name}") in {(f.rule, f.detail) for f in found}
+    assert check_script(f"wc -c {SENTINELS[0]}", [SENTINELS[0]], exported=["LC_ALL"]) == []

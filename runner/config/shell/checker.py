@@ -56,7 +56,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from .rules import RULES, dialect_of, is_shell_control_name, reads_env_as_data
+from .rules import (
+    RULES,
+    STARTUP_CONTROL_NAMES,
+    dialect_of,
+    is_shell_control_name,
+    reads_env_as_data,
+)
 from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
@@ -147,4 +153,12 @@ def check_script(
         script.encode("utf-8"), [s.encode("utf-8") for s in sentinels], tainted, dialect, consumers
     )
     check.env_names = frozenset(exported)
-    return _unique(check.run())
+    # A static env: value bash acts on before the script's first line
+    # (SHELLOPTS=xtrace, PS4 with ${BASH_COMMAND@P}: the fourteenth review)
+    # is a rebinding the script's text does not show.
+    preset = [
+        Finding(None, "rebinding", 1, 1, f"env: {name}")
+        for name in sorted(set(exported) - set(tainted))  # templated ones: [env-name]
+        if name in STARTUP_CONTROL_NAMES or name.startswith("BASH_FUNC_")
+    ]
+    return _unique(preset + check.run())

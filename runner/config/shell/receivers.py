@@ -290,7 +290,8 @@ class ReceiverCheck(CheckState):
     def names_process_text(self, word: Any, process_names: set[str]) -> bool:
         """Does ``word`` name a path under /proc or /dev/fd (after quote
         removal, or through a variable set to one)?"""
-        if names_process_path(self.tree.static(word) or _UNQUOTED.sub("", self.text(word))):
+        text = self.tree.static(word) or _UNQUOTED.sub("", self.text(word))
+        if names_process_path(text, strict=self.consumers is not None):
             return True
         return any(
             node.type in ("simple_expansion", "expansion")
@@ -308,7 +309,7 @@ class ReceiverCheck(CheckState):
         if operator not in READING_REDIRECTS or destination is None:
             return False
         text = self.tree.static(destination)
-        return text is None or names_process_path(text)
+        return text is None or names_process_path(text, strict=self.consumers is not None)
 
     def reads_tainted_path(self, redirect: Any) -> bool:
         """Is ``redirect`` a ``<`` (or ``<>``) from a file a value was written to?"""
@@ -522,18 +523,26 @@ class ReceiverCheck(CheckState):
 #: environment).
 _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
 _BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
 
 
-def names_process_path(text: str) -> bool:
+def names_process_path(text: str, *, strict: bool = False) -> bool:
     """Might ``text`` (a word, quotes removed) name a path under /proc or
     /dev/fd?  Spelled plainly, or with a component that is ``proc`` or a
     pattern matching it, relative too (``/[p]roc/$$/cmdline``, ``/pr?c``,
     ``/{proc,x}``, ``proc/$$/cmdline`` after ``cd /``: the thirteenth
-    review)."""
+    review), whatever its case (``nocaseglob``), with ``.`` and empty
+    components dropped, ``[^..]``, classes and escapes in brackets, and
+    sequence braces read as bash reads them (the fourteenth review).  In
+    strict mode a component that holds an expansion may be anything
+    (``p=/pr; "${p}oc"``)."""
+    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
     if _PROCESS_TEXT.search(text):
         return True
     parts = text.split("/")
     for index, part in enumerate(parts):
+        if strict and "$" in part:
+            return True
         if _component_may_be("proc", part):
             return True
         if _component_may_be("dev", part) and index + 1 < len(parts):
@@ -545,6 +554,7 @@ def names_process_path(text: str) -> bool:
 
 def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
     """Can the path component ``part`` expand to ``name`` (braces, then globs)?"""
+    part = part.lower()
     braces = _BRACES.search(part)
     if braces is not None and depth < 4:
         head, tail = part[: braces.start()], part[braces.end() :]
@@ -552,9 +562,15 @@ def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
             _component_may_be(name, head + option + tail, depth + 1)
             for option in braces.group(1).split(",")
         )
+    part = _SEQUENCE.sub("*", part)  # {p..p}: any text
     if part == name:
         return True
-    return GLOB.search(part) is not None and fnmatch.fnmatchcase(name, part)
+    if GLOB.search(part) is None:
+        return False
+    if "[:" in part or "[=" in part or "[." in part:
+        return True  # a class: may match any letter
+    pattern = part.replace("[^", "[!").replace("\\", "")
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 #: Quotes and backslashes, removed from a word's text before it is matched

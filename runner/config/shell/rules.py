@@ -609,6 +609,31 @@ REBINDING_NAMES = frozenset(
     }
 )
 _REBINDING_PREFIXES = ("BASH", "LD_")
+#: Variables bash reads from its environment at start-up that change how it
+#: runs every later line (tracing, prompts, start-up files, options): a
+#: step's or the environment's static ``env:`` may not set them when the
+#: script holds values (the fourteenth review: ``SHELLOPTS: xtrace`` with
+#: ``PS4: "${BASH_COMMAND@P}"`` ran a value).
+STARTUP_CONTROL_NAMES = frozenset(
+    {
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS0",
+        "PS1",
+        "PS2",
+        "PS3",
+        "PS4",
+        "PROMPT_COMMAND",
+        "ENV",
+        "BASH_ENV",
+        "BASH_XTRACEFD",
+        "BASH_COMPAT",
+        "EXECIGNORE",
+        "GLOBIGNORE",
+        "IFS",
+        "CDPATH",
+    }
+)
 
 #: Variables that change how bash (or the dynamic loader) runs, or that bash
 #: computes itself: no script with values may assign them.

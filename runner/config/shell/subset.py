@@ -13,12 +13,14 @@ check (``test`` and ``printf`` words, redirects), hence a class over
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from .flows import FlowCheck
 from .rules import (
+    BUILTINS,
     DECLARATION_BUILTINS,
     REBINDING_BUILTINS,
     SAFE_SET_LETTERS,
@@ -107,6 +109,15 @@ class SubsetCheck(FlowCheck):
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        if node.type == "command":
+            # two arguments with nothing between them are one word to bash
+            # (tree-sitter splits /[\p]roc after the `[`: the fourteenth review)
+            words = node.named_children
+            return any(
+                a.end_byte == b.start_byte
+                for a, b in itertools.pairwise(words)
+                if self.tree.field(a) == "argument" and self.tree.field(b) == "argument"
+            )
         return False
 
     def unparsed_expansion(self) -> Any:
@@ -192,6 +203,7 @@ class SubsetCheck(FlowCheck):
         self.index = None
         tree = self.tree
         self.made = self.files_made()
+        self._strict_made: set[str] | None = None
         for node in tree.nodes:
             kind = node.type
             if kind == "function_definition":
@@ -282,7 +294,9 @@ class SubsetCheck(FlowCheck):
         parts = [part for part in path.split("/") if part not in ("", ".")]
         if "/" in path and ("proc" in parts or "dev" in parts):  # /proc/self/exe is the shell
             self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program under /proc")
-        elif "/" in path and base_name(path) in self.made:  # ./mysh may be a copy of bash
+        elif path and name not in BUILTINS and base_name(path) in self.made_programs():
+            # ./mysh may be a copy of bash; so may a bare wc once a copy sits
+            # in a PATH directory (cp "$BASH" .venv/bin/wc: the fourteenth review)
             self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program this script made")
         if (
             name in ("test", "[")
@@ -377,6 +391,27 @@ class SubsetCheck(FlowCheck):
                 if text and not text.startswith("-"):
                     made.add(base_name(text.split("=", 1)[-1]))
         return made
+
+    def made_programs(self) -> set[str]:
+        """The names a program this script runs may have been made under:
+        the files it makes (``files_made``); in strict mode, also every word
+        of a program other than the built-in set (``xxd -r -p - wc`` and
+        ``lz4 -d x wc`` write a file no list of copiers names; the
+        fourteenth review)."""
+        if self.consumers is None:
+            return self.made
+        if self._strict_made is None:
+            made = set(self.made)
+            for command in self.commands:
+                resolved = self.resolve_quietly(command)
+                if resolved is None or resolved.name is None or resolved.name in BUILTINS:
+                    continue
+                for word in resolved.arguments:
+                    text = self.tree.static(word)
+                    if text and not text.startswith("-"):
+                        made.add(base_name(text.split("=", 1)[-1]))
+            self._strict_made = made
+        return self._strict_made
 
     def stdin_source(self, command: Any) -> str | None:
         """Where ``command`` reads its stdin from, if anything but the
