@@ -699,7 +699,7 @@ def test_a_path_built_from_a_variable_may_name_proc_in_strict_mode() -> None:
 @pytest.mark.parametrize(
     "script",
     [
-        'mkdir -p .venv/bin; cp /bin/bash .venv/bin/wc; wc -c {0}',  # on PATH, run bare
+        "mkdir -p .venv/bin; cp /bin/bash .venv/bin/wc; wc -c {0}",  # on PATH, run bare
         'xxd -p "$BASH" | xxd -r -p - wc; chmod +x wc; ./wc -c {0}',  # a writer no list names
         "lz4 -d -f packed wc; ./wc -c {0}",
     ],
@@ -711,7 +711,7 @@ def test_a_program_made_under_a_consumers_name_is_not_that_consumer(script) -> N
 
 
 def test_a_copy_made_by_a_known_copier_is_refused_by_its_bare_name_too() -> None:
-    text = 'cp /bin/bash /usr/local/bin/grep; grep -c {0} f'.replace("{0}", SENTINELS[0])
+    text = "cp /bin/bash /usr/local/bin/grep; grep -c {0} f".replace("{0}", SENTINELS[0])
     assert "file-flow" in {f.rule for f in check_script(text, [SENTINELS[0]])}
 
 
