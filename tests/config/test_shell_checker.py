@@ -642,6 +642,7 @@ def test_turning_tracing_off_is_allowed(script) -> None:
         "echo {0}; find . -maxdepth 0 -exec sh -c 'echo hi' \\;",  # a shell find starts
         "echo {0}; sort -S 1k --compress-program=sh /etc/services",  # as an option's value
         "echo {0}; my-launcher -f frontend bash f",  # after an option's argument
+        "echo {0}; find . -maxdepth 0 -exec env sh -c 'echo hi' \\;",  # after an executor
     ],
 )
 def test_a_shell_another_program_starts_is_a_shell_beside_the_values(script) -> None:

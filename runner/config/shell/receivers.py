@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .rules import (
@@ -128,12 +128,17 @@ class ReceiverCheck(CheckState):
             raise Refused("wrapper", launched, f"{name} {self.text(launched)[:40]}")
 
     def launched(self, resolved: Command) -> Any:
-        """The word of ``resolved``'s arguments that names a program it may
-        launch (``tini-static -s /usr/bin/xargs``, ``ld.so /bin/sh``): a
-        shell or an interpreter anywhere, an executor as any word that is not
-        an option (``debconf -f noninteractive flock``: an option's argument
-        comes first, the thirteenth review), either also as an option's
-        ``=`` value (``--compress-program=sh``); None if there is none."""
+        """The first word of ``resolved``'s arguments that names a program
+        it may launch (``launchable``), or None."""
+        return next((word for word, _ in self.launchable(resolved)), None)
+
+    def launchable(self, resolved: Command) -> Iterator[tuple[Any, str]]:
+        """Each word of ``resolved``'s arguments that names a program it may
+        launch (``tini-static -s /usr/bin/xargs``, ``ld.so /bin/sh``), with
+        that program's name: a shell or an interpreter anywhere, an executor
+        as any word that is not an option (``debconf -f noninteractive
+        flock``: an option's argument comes first, the thirteenth review),
+        either also as an option's ``=`` value (``--compress-program=sh``)."""
         for word in resolved.arguments:
             text = self.tree.static(word)
             if text is None:
@@ -144,8 +149,8 @@ class ReceiverCheck(CheckState):
             for candidate in candidates:
                 base = candidate.rsplit("/", 1)[-1]
                 if is_interpreter(base) or (is_executor(base) and not candidate.startswith("-")):
-                    return word
-        return None
+                    yield word, base
+                    break
 
     #: Programs that write what they receive to the files their arguments name.
     _COPIERS = frozenset(
@@ -386,16 +391,22 @@ class ReceiverCheck(CheckState):
                 continue
             if is_interpreter(name):
                 self.refuse("interpreter", resolved.name_node, name)
-            elif name not in BUILTINS and (launched := self.launched(resolved)) is not None:
+            elif name not in BUILTINS and (launches := list(self.launchable(resolved))):
                 # find -exec sh, sort --compress-program=sh, debconf sh: a shell
-                # another program starts is a shell beside the values too
-                # (the thirteenth review); in strict mode, an executor too
-                text = self.text(launched)[:40]
-                base = (self.tree.static(launched) or "").split("=", 1)[-1].rsplit("/", 1)[-1]
-                if is_interpreter(base):
-                    self.refuse("interpreter", launched, f"{name} starts {text}")
-                elif self.consumers is not None and base not in self.consumers:
-                    self.refuse("executor", launched, f"{name} starts {text}, not in consumers:")
+                # another program starts, whatever starts it first (find -exec
+                # env sh), is a shell beside the values too (the thirteenth
+                # review); in strict mode, an executor not named too
+                shells = [(word, base) for word, base in launches if is_interpreter(base)]
+                named = self.consumers or frozenset()
+                others = [(word, base) for word, base in launches if base not in named]
+                if shells:
+                    word = shells[0][0]
+                    self.refuse("interpreter", word, f"{name} starts {self.text(word)[:40]}")
+                elif self.consumers is not None and others:
+                    word = others[0][0]
+                    self.refuse(
+                        "executor", word, f"{name} starts {self.text(word)[:40]}, not in consumers:"
+                    )
             elif self.consumers is not None and is_executor(name) and name not in self.consumers:
                 # strict mode is a closed world: xargs -a <(ls) env reads a value
                 # a file name holds without receiving it

@@ -614,25 +614,10 @@ _REBINDING_PREFIXES = ("BASH", "LD_")
 #: step's or the environment's static ``env:`` may not set them when the
 #: script holds values (the fourteenth review: ``SHELLOPTS: xtrace`` with
 #: ``PS4: "${BASH_COMMAND@P}"`` ran a value).
-STARTUP_CONTROL_NAMES = frozenset(
-    {
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PS0",
-        "PS1",
-        "PS2",
-        "PS3",
-        "PS4",
-        "PROMPT_COMMAND",
-        "ENV",
-        "BASH_ENV",
-        "BASH_XTRACEFD",
-        "BASH_COMPAT",
-        "EXECIGNORE",
-        "GLOBIGNORE",
-        "IFS",
-        "CDPATH",
-    }
+#: PATH is left to the step: a program the script makes on it is refused by
+#: name (``made_programs``).
+STARTUP_CONTROL_NAMES = (REBINDING_NAMES - {"PATH"}) | frozenset(
+    {"BASH_ENV", "BASH_XTRACEFD", "BASH_COMPAT", "GLOBIGNORE", "IFS", "CDPATH"}
 )
 
 #: Variables that change how bash (or the dynamic loader) runs, or that bash
