@@ -55,7 +55,7 @@ class HooksCompiler(CompilerBase):
             # may not go into a variable that changes how the shell runs.
             tainted = {name for name, t in env.items() if t is not None and not t.is_static}
             if tainted:
-                from .shell.rules import is_code_bearing_env
+                from .shell.variables import is_code_bearing_env
             for name in sorted(tainted):
                 if is_code_bearing_env(name):
                     self.problem(
@@ -202,7 +202,7 @@ class HooksCompiler(CompilerBase):
 
     def check_consumers(self, path: JsonPath, names: list[str]) -> None:
         """A shell or an interpreter is never a consumer: it would run the value."""
-        from .shell.rules import is_interpreter
+        from .shell.programs import is_interpreter
 
         for index, name in enumerate(names):
             if is_interpreter(name):

@@ -49,6 +49,7 @@ PAYLOADS = {
     "sed": "a/p;e touch CANARY_SED\n#",
     "sort-option": "--compress-program=sh",
     "sort-command": "touch CANARY_SORT",
+    "hook": ";touch CANARY_HOOK;",
 }
 
 #: The thirteenth review's readers of the script's own text: the first line
@@ -371,6 +372,33 @@ def test_strict_mode_lets_only_the_consumers_and_the_builtin_set_receive() -> No
     assert check_script("sort -- 'RVtx0'", sentinel) == []
 
 
+def test_strict_mode_runs_only_named_and_data_programs_beside_values() -> None:
+    """Strict mode is a closed world: a program that receives no value still
+    may not run beside one unless it is a consumer, the built-in set or a
+    data program (``STRICT_PROGRAMS``); the default mode lets it run."""
+    sentinel = ["'RVtx0'"]
+    strict = {"consumers": ["wc"]}
+    data = "mkdir -p out; cp a out/; ls out | head -n 1; sleep 0; wc -c -- 'RVtx0'"
+    assert check_script(data, sentinel, **strict) == []
+    assert check_script("/usr/bin/head -c1 /etc/hostname; wc -- 'RVtx0'", sentinel, **strict) == []
+    for program in (
+        "dpkg-buildpackage --hook-init=x",
+        "gpg --list-keys",
+        "sort a",
+        "./build",
+        "./bin/head f",  # whatever an earlier step put there
+        "/usr/local/bin/cat f",
+    ):
+        findings = check_script(f"{program}; wc -c -- 'RVtx0'", sentinel, **strict)
+        assert [(f.rule, f.index) for f in findings] == [("strict-program", None)], program
+    # named, it runs; a followed wrapper is judged by what it runs
+    assert check_script("timeout 5 gpg -k; wc -- 'RVtx0'", sentinel, consumers=["wc", "gpg"]) == []
+    (finding,) = check_script("timeout 5 gpg -k; wc -- 'RVtx0'", sentinel, **strict)
+    assert (finding.rule, finding.detail) == ("strict-program", "gpg, not in consumers:")
+    # the default mode is an open world: gpg may run beside a value
+    assert check_script("gpg -k; wc -c -- 'RVtx0'", sentinel) == []
+
+
 #: The third review's strict-mode bypasses: (template, consumers).  Each one
 #: reached a program nobody named (a shell, python3, make, git) through a
 #: file, a declaration behind ``builtin`` or arithmetic the pass missed.
@@ -465,6 +493,17 @@ STRICT_FLOWS = [
         ["grep"],
     ),
     (f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /[p]roc/$$/cmdline{_FIRST})"; {_RUN}', ["grep"]),
+    # the fourteenth review (C): a program nobody named, given no value, runs
+    # shell code from its own option text, which reads the script from ps
+    (
+        "mkdir debian; printf 'p (1) u; urgency=low\\n\\n  * x\\n\\n"
+        " -- A <a@b.c>  Thu, 01 Jan 2025 00:00:00 +0000\\n' > debian/changelog; "
+        "printf 'Source: p\\n\\nPackage: p\\nArchitecture: all\\n' > debian/control; "
+        "dpkg-buildpackage --hook-init='ps -eww -o args= "
+        '| grep -a -m1 "^bash -c .*dpkg-buildp[a]ckage" | rev | cut -d";" -f2 | rev | sh\'; '
+        "wc -c <<< {{ x.hook }}",
+        ["wc"],
+    ),
 ]
 
 

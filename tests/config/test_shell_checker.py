@@ -430,21 +430,21 @@ def test_a_script_without_values_or_tainted_names_is_not_parsed() -> None:
 
 @pytest.mark.parametrize("name", ["c99-gcc", "c89-gcc", "gpic", "x86_64-linux-gnu-gcc-12"])
 def test_listed_programs_under_distribution_spellings_are_executors(name) -> None:
-    from runner.config.shell.rules import is_executor
+    from runner.config.shell.programs import is_executor
 
     assert is_executor(name)
 
 
 @pytest.mark.parametrize("name", ["grep", "gzip", "gunzip", "c99-grep", "g"])
 def test_the_spellings_do_not_make_every_program_an_executor(name) -> None:
-    from runner.config.shell.rules import is_executor
+    from runner.config.shell.programs import is_executor
 
     assert not is_executor(name)
 
 
 @pytest.mark.parametrize("name", ["DBUS_SESSION_BUS_ADDRESS", "CLOUDSDK_PYTHON_ARGS"])
 def test_addresses_and_argument_lists_are_code_bearing(name) -> None:
-    from runner.config.shell.rules import is_code_bearing_env
+    from runner.config.shell.variables import is_code_bearing_env
 
     assert is_code_bearing_env(name)
 
@@ -512,7 +512,7 @@ def test_interpreters_read_env_values_as_their_code_says(shell) -> None:
 
 @pytest.mark.parametrize("name", ["cpan5.36-x86_64-linux-gnu", "scriptlive"])
 def test_the_eleventh_reviews_programs_are_executors(name) -> None:
-    from runner.config.shell.rules import is_executor
+    from runner.config.shell.programs import is_executor
 
     assert is_executor(name)
 
@@ -545,7 +545,7 @@ def test_a_program_the_script_links_is_not_a_consumer() -> None:
     "name", ["dbus-send", "dbus-monitor", "not", "sdiff", "make-first-existing-target"]
 )
 def test_the_twelfth_reviews_programs_are_executors(name) -> None:
-    from runner.config.shell.rules import is_executor
+    from runner.config.shell.programs import is_executor
 
     assert is_executor(name)
 
@@ -607,14 +607,14 @@ def test_cd_into_proc_relative_to_root_is_refused() -> None:
 
 @pytest.mark.parametrize("name", ["debconf", "fakeroot-sysv", "fakeroot-tcp", "terraform", "tofu"])
 def test_the_thirteenth_reviews_programs_are_executors(name) -> None:
-    from runner.config.shell.rules import is_executor
+    from runner.config.shell.programs import is_executor
 
     assert is_executor(name)
 
 
 @pytest.mark.parametrize("name", ["LUA_INIT", "LUA_INIT_5_4", "MAGICK_CONFIGURE_PATH", "PHPRC"])
 def test_the_thirteenth_reviews_env_names_carry_code(name) -> None:
-    from runner.config.shell.rules import is_code_bearing_env
+    from runner.config.shell.variables import is_code_bearing_env
 
     assert is_code_bearing_env(name)
 

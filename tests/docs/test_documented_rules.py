@@ -1,6 +1,6 @@
 """What docs/shell-rules.md and SECURITY.md say of the checker's facts is the
 rule table itself (issue 27, item 6): the lists they print are compared with
-``runner/config/shell/rules.py``, so a rule added or dropped there fails here
+``runner/config/shell/rules.py`` and ``programs.py``, so a rule added or dropped there fails here
 until the documents say so.  (The rules table was README's until issue 31
 moved it to its own page.)"""
 
@@ -10,13 +10,8 @@ import re
 from pathlib import Path
 
 from runner.config.shell.executors import EXECUTORS
-from runner.config.shell.rules import (
-    FOLLOWED_WRAPPERS,
-    RULES,
-    SAFE_BUILTINS,
-    STDIN_BUILTINS,
-    STRICT_RECEIVERS,
-)
+from runner.config.shell.programs import FOLLOWED_WRAPPERS, STRICT_PROGRAMS, STRICT_RECEIVERS
+from runner.config.shell.rules import RULES, SAFE_BUILTINS, STDIN_BUILTINS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL_RULES = (ROOT / "docs" / "shell-rules.md").read_text()
@@ -61,3 +56,8 @@ def test_every_rule_security_md_names_exists_and_every_rule_is_named() -> None:
     assert unknown == set(), f"SECURITY.md names rules the checker does not have: {unknown}"
     undocumented = rules - set(re.findall(r"`([a-z-]+)`", SECURITY))
     assert undocumented == set(), f"rules SECURITY.md never names: {undocumented}"
+
+
+def test_the_strict_modes_data_programs_are_the_list() -> None:
+    listed = _words_after(SHELL_RULES, "`./bin/head` is whatever put it there):")
+    assert set(listed) == STRICT_PROGRAMS

@@ -37,13 +37,17 @@ This module runs the passes in order and answers (``check_script``); each
 pass lives in a module of its own, as a class composed here into ``_Check``:
 ``subset`` (pass 1, and a parse bash would not share), ``taint`` (where the
 values are, pass 2, arithmetic), ``flows`` (pass 3, from a value to its
-readers) and ``receivers`` (who may receive one, and the files values
-reach), all over ``state`` (the shared state and helpers) and ``tree`` (the
-parse).  Classes rather than free functions: the passes call each other at
-every step (a flow reaches a receiver, a receiver's file is read by a later
-flow) and share one state, so as methods of one object they keep the calls
-and the state of the single class they came from, and each class's bases
-say what it may call.
+readers), ``receivers`` (who may receive one, and the files values reach)
+and ``beside`` (what may run anywhere in a script that holds a value; in
+strict mode a closed world), all over ``state`` (the shared state and
+helpers), ``proc_paths`` (words that may name /proc) and ``tree`` (the
+parse).  The facts they judge by are ``rules`` (the rule table, builtins,
+dialects), ``programs`` (who runs what it gets, who may get a value) and
+``variables`` (names that change how the shell runs).  Classes rather than
+free functions: the passes call each other at every step (a flow reaches a
+receiver, a receiver's file is read by a later flow) and share one state,
+so as methods of one object they keep the calls and the state of the single
+class they came from, and each class's bases say what it may call.
 
 Whatever the checker does not recognise is refused; each refusal names its
 rule and the fix (``rules.RULES``).  The cost is linear in the size of
@@ -56,21 +60,17 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from .rules import (
-    RULES,
-    STARTUP_CONTROL_NAMES,
-    dialect_of,
-    is_shell_control_name,
-    reads_env_as_data,
-)
+from .beside import BesideValuesCheck
+from .rules import RULES, dialect_of, reads_env_as_data
 from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
+from .variables import STARTUP_CONTROL_NAMES, is_shell_control_name
 
 __all__ = ["RULES", "Finding", "check_script", "is_shell_control_name"]
 
 
-class _Check(SubsetCheck, TaintCheck):
+class _Check(SubsetCheck, TaintCheck, BesideValuesCheck):
     """One script: the three passes of the module docstring."""
 
     def run(self) -> list[Finding]:
@@ -107,6 +107,7 @@ class _Check(SubsetCheck, TaintCheck):
             if not found and not piped:
                 self.programs_beside_files()
                 self.interpreters_beside_values()
+                self.strict_programs_only()
                 return self.findings
             readers.update(found)
             followed.update(piped)

@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from .receivers import ReceiverCheck
-from .rules import RULES, is_code_bearing_env, is_shell_control_name
+from .rules import RULES
 from .state import READING_REDIRECTS, Command, Refused
 from .tree import BRACE, ESCAPED_TEXT
+from .variables import is_code_bearing_env, is_shell_control_name
 
 _SAFE_REDIRECTS = frozenset({">", ">>", "<", ">|", "&>", "&>>", "<>"})
 # fmt: off

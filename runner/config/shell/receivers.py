@@ -14,25 +14,16 @@ beside a value, no executor with a value in its environment.  A class over
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .rules import (
-    ALWAYS_TAINTED,
-    BUILTINS,
-    RUNNING_OPTIONS,
-    SAFE_BUILTINS,
-    STDIN_BUILTINS,
-    STREAM_FILTERS,
-    STRICT_RECEIVERS,
-    is_executor,
-    is_interpreter,
-)
+from .proc_paths import PROCESS_LISTERS, UNQUOTED, names_process_path
+from .programs import RUNNING_OPTIONS, STREAM_FILTERS, STRICT_RECEIVERS, is_executor, is_interpreter
+from .rules import BUILTINS, SAFE_BUILTINS, STDIN_BUILTINS
 from .state import READING_REDIRECTS, CheckState, Command, Refused, base_name
 from .tree import GLOB
+from .variables import ALWAYS_TAINTED
 
 _WRITING_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 #: The devices a redirect may name that hold nothing (a file "null" elsewhere is a file).
@@ -226,7 +217,7 @@ class ReceiverCheck(CheckState):
                 self.names_process_text(w, process_names) for w in resolved.arguments
             ):  # cd /proc/$$; tr ... < cmdline: every relative path may be one
                 self.refuse("file-flow", command, "cd into /proc or /dev/fd", index=None)
-            if resolved.name.split(".", 1)[0] in _PROCESS_LISTERS or any(
+            if resolved.name.split(".", 1)[0] in PROCESS_LISTERS or any(
                 self.names_process_text(w, process_names) for w in resolved.arguments
             ):
                 readers.append(command)
@@ -286,7 +277,7 @@ class ReceiverCheck(CheckState):
                     name
                     and value is not None
                     and names_process_path(
-                        self.tree.static(value) or _UNQUOTED.sub("", self.text(value))
+                        self.tree.static(value) or UNQUOTED.sub("", self.text(value))
                     )
                 ):
                     names.add(name)
@@ -295,7 +286,7 @@ class ReceiverCheck(CheckState):
     def names_process_text(self, word: Any, process_names: set[str]) -> bool:
         """Does ``word`` name a path under /proc or /dev/fd (after quote
         removal, or through a variable set to one)?"""
-        text = self.tree.static(word) or _UNQUOTED.sub("", self.text(word))
+        text = self.tree.static(word) or UNQUOTED.sub("", self.text(word))
         if names_process_path(text, strict=self.consumers is not None):
             return True
         return any(
@@ -325,92 +316,6 @@ class ReceiverCheck(CheckState):
             and destination is not None
             and self.names_tainted_path(destination)
         )
-
-    def programs_beside_files(self) -> None:
-        """Once a value may sit in a file (a redirect wrote one, or a program
-        that writes files read one), a program that runs code may read it
-        without naming it: ``make`` its Makefile, ``git`` .git/config,
-        ``python3 -c 'import f'`` f.py, ``sh -c '. ./f'``, ``sh xx01`` after
-        ``csplit``.  None may run anywhere in the script; in strict mode, no
-        program but the consumers (not executors) and ``STRICT_RECEIVERS``."""
-        if not (self.value_in_file or self.content_written):
-            return
-        self.index = None
-        refused = {(f.line, f.column) for f in self.findings}
-        for command in self.commands:
-            resolved = self.resolve_quietly(command)
-            if resolved is None or resolved.name is None or resolved.name in BUILTINS:
-                continue  # builtins that run code are refused as constructs
-            if command.id in self.makers:
-                continue
-            row, column = resolved.name_node.start_point
-            if (row + 1, column + 1) in refused:
-                continue  # refused already, as a reader or a receiver
-            name = resolved.name
-            if self.consumers is not None:
-                allowed = name in STRICT_RECEIVERS or (
-                    name in self.consumers and not is_executor(name)
-                )
-            else:
-                allowed = not is_executor(name) and self.launched(resolved) is None
-            if not allowed:
-                self.refuse(
-                    "file-flow",
-                    resolved.name_node,
-                    f"{name}: this script writes a value to a file {name} may read",
-                )
-            elif self.content_written and name not in STRICT_RECEIVERS:
-                # touch -- {{ x }}; sort *: the glob may expand to a file name a
-                # value chose, read as an option (--compress-program=sh, the
-                # thirteenth review); after --, names are only operands
-                option_glob = self.glob_before_operands(resolved)
-                if option_glob is not None:
-                    self.refuse(
-                        "file-flow",
-                        option_glob,
-                        f"{name} {self.text(option_glob)[:30]}: a file name a value chose "
-                        "may expand here as an option (put -- before it)",
-                    )
-
-    def interpreters_beside_values(self) -> None:
-        """No shell or interpreter runs anywhere in a script that holds a
-        value, whatever its own words: its code can reach the value by ways
-        no parse follows (a file named by a value and listed by ``ls``, ``$PWD``
-        after ``cd``, a variable the process already exported such as
-        ``TERM``, the process list, ``/proc``).  Run it in a step of its own.
-        In strict mode, no executor that is not a consumer runs either."""
-        self.index = None
-        refused = {(f.line, f.column) for f in self.findings}
-        for command in self.commands:
-            resolved = self.resolve_quietly(command)
-            if resolved is None or resolved.name is None:
-                continue
-            name = resolved.name
-            row, column = resolved.name_node.start_point
-            if (row + 1, column + 1) in refused:
-                continue
-            if is_interpreter(name):
-                self.refuse("interpreter", resolved.name_node, name)
-            elif name not in BUILTINS and (launches := list(self.launchable(resolved))):
-                # find -exec sh, sort --compress-program=sh, debconf sh: a shell
-                # another program starts, whatever starts it first (find -exec
-                # env sh), is a shell beside the values too (the thirteenth
-                # review); in strict mode, an executor not named too
-                shells = [(word, base) for word, base in launches if is_interpreter(base)]
-                named = self.consumers or frozenset()
-                others = [(word, base) for word, base in launches if base not in named]
-                if shells:
-                    word = shells[0][0]
-                    self.refuse("interpreter", word, f"{name} starts {self.text(word)[:40]}")
-                elif self.consumers is not None and others:
-                    word = others[0][0]
-                    self.refuse(
-                        "executor", word, f"{name} starts {self.text(word)[:40]}, not in consumers:"
-                    )
-            elif self.consumers is not None and is_executor(name) and name not in self.consumers:
-                # strict mode is a closed world: xargs -a <(ls) env reads a value
-                # a file name holds without receiving it
-                self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
 
     def glob_before_operands(self, resolved: Command) -> Any:
         """The first argument of ``resolved`` bash may glob into file names
@@ -527,70 +432,6 @@ class ReceiverCheck(CheckState):
         """Does ``declare``/``export``/... (a declaration, to tree-sitter) print
         variables: no words after it, or a ``-p``?"""
         return _prints([self.tree.static(c) for c in node.children[1:]])
-
-
-#: Paths whose content may be a value the checker did not see written:
-#: the process's own stdin and descriptors, and /proc (a command line, an
-#: environment).
-_PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
-_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
-_SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
-
-
-def names_process_path(text: str, *, strict: bool = False) -> bool:
-    """Might ``text`` (a word, quotes removed) name a path under /proc or
-    /dev/fd?  Spelled plainly, or with a component that is ``proc`` or a
-    pattern matching it, relative too (``/[p]roc/$$/cmdline``, ``/pr?c``,
-    ``/{proc,x}``, ``proc/$$/cmdline`` after ``cd /``: the thirteenth
-    review), whatever its case (``nocaseglob``), with ``.`` and empty
-    components dropped, ``[^..]``, classes and escapes in brackets, and
-    sequence braces read as bash reads them (the fourteenth review).  In
-    strict mode a component that holds an expansion may be anything
-    (``p=/pr; "${p}oc"``)."""
-    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
-    if _PROCESS_TEXT.search(text):
-        return True
-    parts = text.split("/")
-    for index, part in enumerate(parts):
-        if strict and "$" in part:
-            return True
-        if _component_may_be("proc", part):
-            return True
-        if _component_may_be("dev", part) and index + 1 < len(parts):
-            after = parts[index + 1]
-            if _component_may_be("fd", after) or _component_may_be("stdin", after):
-                return True
-    return False
-
-
-def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
-    """Can the path component ``part`` expand to ``name`` (braces, then globs)?"""
-    part = part.lower()
-    braces = _BRACES.search(part)
-    if braces is not None and depth < 4:
-        head, tail = part[: braces.start()], part[braces.end() :]
-        return any(
-            _component_may_be(name, head + option + tail, depth + 1)
-            for option in braces.group(1).split(",")
-        )
-    part = _SEQUENCE.sub("*", part)  # {p..p}: any text
-    if part == name:
-        return True
-    if GLOB.search(part) is None:
-        return False
-    if "[:" in part or "[=" in part or "[." in part:
-        return True  # a class: may match any letter
-    pattern = part.replace("[^", "[!").replace("\\", "")
-    return fnmatch.fnmatchcase(name, pattern)
-
-
-#: Quotes and backslashes, removed from a word's text before it is matched
-#: against ``_PROCESS_TEXT`` (``/pro''c/$$/cmdline`` is ``/proc/...`` to bash).
-_UNQUOTED = re.compile(r"['\"\\]")
-#: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
-_PROCESS_LISTERS = frozenset(
-    {"ps", "pgrep", "pstree", "top", "htop", "jobs", "pmap", "lsns", "systemd-cgls", "w", "pidstat"}
-)
 
 
 def _prints(words: list[str | None]) -> bool:

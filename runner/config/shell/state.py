@@ -17,8 +17,10 @@ from bisect import bisect_left
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
-from .rules import ALWAYS_TAINTED, FOLLOWED_WRAPPERS, RULES, is_code_bearing_env
+from .programs import FOLLOWED_WRAPPERS
+from .rules import RULES
 from .tree import Tree
+from .variables import ALWAYS_TAINTED, is_code_bearing_env
 
 
 class Finding(NamedTuple):

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .flows import FlowCheck
+from .programs import is_executor
 from .rules import (
     BUILTINS,
     DECLARATION_BUILTINS,
@@ -27,10 +28,9 @@ from .rules import (
     SAFE_SET_OPTIONS,
     SAFE_SHOPT,
     STDIN_BUILTINS,
-    is_executor,
-    is_rebinding_name,
 )
 from .state import IDENTIFIER, READING_REDIRECTS, Command, Refused, base_name
+from .variables import is_rebinding_name
 
 _ESCAPED = re.compile(rb"\\.", re.S)
 #: Nodes inside which bash keeps every byte as it is (quotes, comments, heredocs).

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .rules import BASH_INTEGERS, INTEGER_ASSIGNED, is_code_bearing_env, is_shell_control_name
 from .state import IDENTIFIER, CheckState
+from .variables import BASH_INTEGERS, INTEGER_ASSIGNED, is_code_bearing_env, is_shell_control_name
 
 _ARITH_NAME = re.compile(rb"(?<![0-9A-Za-z_#$])[A-Za-z_][A-Za-z0-9_]*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")

@@ -1,0 +1,78 @@
+"""Might a word name /proc or /dev/fd, where the script's own text can be read?
+
+``/proc/$$/cmdline`` holds ``bash -c SCRIPT``, values and all, and
+``/dev/stdin`` or ``/dev/fd/N`` may hold a value the checker did not see
+written.  Reviews found them spelled as patterns, braces, relative paths
+and through variables, so a word is matched as bash would expand it.  Plain
+functions over text: ``receivers`` judges the commands that name them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from .tree import GLOB
+
+#: Paths whose content may be a value the checker did not see written:
+#: the process's own stdin and descriptors, and /proc (a command line, an
+#: environment).
+_PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
+
+
+def names_process_path(text: str, *, strict: bool = False) -> bool:
+    """Might ``text`` (a word, quotes removed) name a path under /proc or
+    /dev/fd?  Spelled plainly, or with a component that is ``proc`` or a
+    pattern matching it, relative too (``/[p]roc/$$/cmdline``, ``/pr?c``,
+    ``/{proc,x}``, ``proc/$$/cmdline`` after ``cd /``: the thirteenth
+    review), whatever its case (``nocaseglob``), with ``.`` and empty
+    components dropped, ``[^..]``, classes and escapes in brackets, and
+    sequence braces read as bash reads them (the fourteenth review).  In
+    strict mode a component that holds an expansion may be anything
+    (``p=/pr; "${p}oc"``)."""
+    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    if _PROCESS_TEXT.search(text):
+        return True
+    parts = text.split("/")
+    for index, part in enumerate(parts):
+        if strict and "$" in part:
+            return True
+        if _component_may_be("proc", part):
+            return True
+        if _component_may_be("dev", part) and index + 1 < len(parts):
+            after = parts[index + 1]
+            if _component_may_be("fd", after) or _component_may_be("stdin", after):
+                return True
+    return False
+
+
+def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
+    """Can the path component ``part`` expand to ``name`` (braces, then globs)?"""
+    part = part.lower()
+    braces = _BRACES.search(part)
+    if braces is not None and depth < 4:
+        head, tail = part[: braces.start()], part[braces.end() :]
+        return any(
+            _component_may_be(name, head + option + tail, depth + 1)
+            for option in braces.group(1).split(",")
+        )
+    part = _SEQUENCE.sub("*", part)  # {p..p}: any text
+    if part == name:
+        return True
+    if GLOB.search(part) is None:
+        return False
+    if "[:" in part or "[=" in part or "[." in part:
+        return True  # a class: may match any letter
+    pattern = part.replace("[^", "[!").replace("\\", "")
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+#: Quotes and backslashes, removed from a word's text before it is matched
+#: against ``_PROCESS_TEXT`` (``/pro''c/$$/cmdline`` is ``/proc/...`` to bash).
+UNQUOTED = re.compile(r"['\"\\]")
+#: Programs that print processes' command lines (``bash -c SCRIPT``, values and all).
+PROCESS_LISTERS = frozenset(
+    {"ps", "pgrep", "pstree", "top", "htop", "jobs", "pmap", "lsns", "systemd-cgls", "w", "pidstat"}
+)
