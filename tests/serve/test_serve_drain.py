@@ -44,9 +44,7 @@ def blocking_file(tmp_path: Path, *, then: str = "") -> Path:
 def three_steps_file(tmp_path: Path) -> Path:
     """Step 2 blocks on ``GO``, step 3 on ``GO_3``."""
     third = BLOCK.format(flag="third", go=tmp_path / "GO_3")
-    return blocking_file(
-        tmp_path, then=f"          - run: echo ran >> create-3.count; {third}\n"
-    )
+    return blocking_file(tmp_path, then=f"          - run: echo ran >> create-3.count; {third}\n")
 
 
 def start_blocked(server: Server) -> tuple[str, Path]:
