@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -75,8 +74,6 @@ DEFAULT_MAX_SESSIONS = 100
 #: backend does not answer (the Docker engine restarting, a cloud API outage),
 #: by default, before it fails the session.
 DEFAULT_REATTACH_TIMEOUT = 60.0
-
-#: What the store holds in place of a secret input's value.
 
 
 class Sessions(SessionWork, Starting, Recovery):
@@ -434,24 +431,10 @@ class Sessions(SessionWork, Starting, Recovery):
         self._release(session_id)
         return await self.store.read(self.row, session_id)
 
-    async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
-        """Close the session ``ttl`` seconds after it was created (the sandbox's
-        ``ttl_seconds``), counted from the stored creation time, so a session
-        whose TTL passed while the server was down closes as soon as it resumes."""
-        row = self.row(session_id)
-        await anyio.sleep(max(0.0, row.created_at + ttl - time.time()))
-        live = self.live.get(session_id)
-        if live is None or live.session is None:
-            return
-        with contextlib.suppress(ApiError):  # closed or failed meanwhile
-            await self.close(session_id, reason=f"ttl_seconds={ttl:g} expired")
-
     def _finish_close(self, session_id: str, session: Session) -> None:
         self.live.pop(session_id, None)
         self._set(session_id, **_closed(session))
         self._release(session_id)
-
-    # --- resume -------------------------------------------------------------
 
 
 def _closed(session: Session) -> dict[str, Any]:

@@ -13,6 +13,7 @@ deleted); the session ends ``closed`` (``failed`` if one of those
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from ..engine.inputs import secret_strings
 from ..engine.lifecycle import LifecyclePlan, open_sandbox
 from ..engine.session import Session
 from .journal import journal_turn
-from .live import Live
+from .live import ApiError, Live
 from .session_work import WorkCancelled
 from .store.base import Store
 
@@ -48,7 +49,8 @@ class Starting:
         def _release(self, session_id: str) -> None: ...
         def _recorder(self, session_id: str, live: Live) -> Callable[[dict], None]: ...
         async def _set_async(self, session_id: str, **fields: Any) -> None: ...
-        async def _close_at_ttl(self, session_id: str, ttl: float) -> None: ...
+        def row(self, session_id: str) -> Any: ...
+        async def close(self, session_id: str, *, reason: str = "deleted") -> Any: ...
         async def _in_session(
             self,
             session_id: str,
@@ -154,6 +156,18 @@ class Starting:
         ttl = agent.environment.ttl_seconds
         if ttl:
             self.tg.start_soon(self._close_at_ttl, session_id, ttl)
+
+    async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
+        """Close the session ``ttl`` seconds after it was created (the sandbox's
+        ``ttl_seconds``), counted from the stored creation time, so a session
+        whose TTL passed while the server was down closes as soon as it resumes."""
+        row = self.row(session_id)
+        await anyio.sleep(max(0.0, row.created_at + ttl - time.time()))
+        live = self.live.get(session_id)
+        if live is None or live.session is None:
+            return
+        with contextlib.suppress(ApiError):  # closed or failed meanwhile
+            await self.close(session_id, reason=f"ttl_seconds={ttl:g} expired")
 
 
 def _start_error(exc: BaseException, live: Live) -> str:
