@@ -419,7 +419,9 @@ class Sessions(SessionWork, Starting, Recovery):
         starting = self.starting_here(session_id)
         if starting is not None:  # in on_create: cancelled, then closed
             await self._cancel_start(session_id, starting)
-            return await self.store.read(self.row, session_id)
+            if starting.session is None:
+                return await self.store.read(self.row, session_id)
+            # on_create ended before the cancel could reach it: closed as usual
         live = self.live.get(session_id)
         if live is None or live.session is None:
             raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")

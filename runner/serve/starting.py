@@ -117,12 +117,16 @@ class Starting:
 
     async def _cancel_start(self, session_id: str, live: Live) -> None:
         """A ``DELETE`` during the start: stop it and wait for its unwinding
-        (``on_destroy`` of the finished hooks, the sandbox deleted)."""
-        await self._set_async(session_id, status="closing")
-        with listen(self._recorder(session_id, live)):
-            emit("session_closing", session_id=session_id, reason=CANCELLED_REASON)
-        assert live.start_scope is not None
-        live.start_scope.cancel()
+        (``on_destroy`` of the finished hooks, the sandbox deleted).  The
+        cancel comes before any await: nothing more of ``on_create`` begins.
+        A second ``DELETE`` waits for the first one's."""
+        scope = live.start_scope
+        assert scope is not None
+        if not scope.cancel_called:
+            scope.cancel()
+            with listen(self._recorder(session_id, live)):
+                emit("session_closing", session_id=session_id, reason=CANCELLED_REASON)
+            await self._set_async(session_id, status="closing")
         await live.start_ended.wait()
 
     def _cancelled(self, session_id: str, live: Live) -> None:
