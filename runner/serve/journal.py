@@ -37,7 +37,7 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,19 +57,27 @@ from .store.base import TURN, WHOLE_HOOK, Store
 MAX_RECORDED_READ = 1 << 20
 
 
-def journal_steps(plan: LifecyclePlan, store: Store) -> None:
+#: Awaited before an ``on_create`` step that has not finished runs: a
+#: draining server parks the session there (``SessionWork.between_steps``).
+BeforeStep = Callable[[str], Awaitable[None]]
+
+
+def journal_steps(plan: LifecyclePlan, store: Store, before_step: BeforeStep | None = None) -> None:
     """Wrap every step of every YAML hook of ``plan`` (a per-session compile)."""
     for hook_index, hook_plan in enumerate(plan.hooks):
         hook = hook_plan.hook
         if not isinstance(hook, StepsHook):
             continue
         for point, steps in (("on_create", hook.create_steps), ("on_destroy", hook.destroy_steps)):
+            gate = before_step if point == "on_create" else None
             for step_index, step in enumerate(steps):
                 # An instance attribute shadows the class's method: this session only.
-                step.run = _journaled(store, hook_index, point, step_index, step.run)  # type: ignore[method-assign]
+                step.run = _journaled(store, hook_index, point, step_index, step.run, gate)  # type: ignore[method-assign]
 
 
-def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
+def _journaled(
+    store: Store, hook: int, point: str, step: int, run: Any, before: BeforeStep | None
+) -> Any:
     async def run_once(
         ctx: SandboxCallbackContext,
         context: Mapping[str, Any],
@@ -80,6 +88,8 @@ def _journaled(store: Store, hook: int, point: str, step: int, run: Any) -> Any:
         if recorded is not None:
             return recorded
         await store.settle(ctx.session_id)  # what came before is durable before this runs
+        if before is not None:
+            await before(ctx.session_id)
         details = await run(ctx, context, paths, secrets)
         # Committed with the step's events, before the next step begins.
         await store.finish_step_async(ctx.session_id, hook, point, step, details)

@@ -82,6 +82,10 @@ class Live:
     sandbox: Any = None
     #: One turn at a time (``Session`` has its own lock; this one also covers the status).
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    #: While the session starts (its sandbox and ``on_create``): the scope a
+    #: ``DELETE`` cancels, and the event set once the start has ended either way.
+    start_scope: anyio.CancelScope | None = None
+    start_ended: anyio.Event = field(default_factory=anyio.Event)
 
 
 def agent_hash(agent: AgentFile) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 #: A request body larger than this is refused with 413 (inputs and messages are small).
 MAX_BODY_BYTES = 1 << 20
@@ -330,6 +331,13 @@ async def serve(
             async def stop_serving() -> None:
                 app.end_streams()
                 await asgi.stop_http(server, stopped)
+                if sessions.parked:  # cancelling them would unwind them: leave them
+                    await anyio.to_thread.run_sync(store.flush)
+                    _exit_now(
+                        say,
+                        f"stopped; {sessions.parked} session(s) stopped between two steps "
+                        "of on_create resume at the next start or on another server",
+                    )
                 tg.cancel_scope.cancel()
 
             tg.start_soon(_stop_on_signal, stop_serving, sessions, drain_timeout, say)

@@ -33,6 +33,10 @@ logger = logging.getLogger("runner.serve.service")
 RETRY_AFTER_SECONDS = 5
 
 
+class WorkCancelled(Exception):
+    """The work's scope was cancelled (a ``DELETE`` during ``on_create``)."""
+
+
 class SessionWork:
     """Running a session's work and recording its events (see the module's docstring)."""
 
@@ -41,6 +45,8 @@ class SessionWork:
     tg: anyio.abc.TaskGroup
     draining: bool
     busy: int
+    #: Sessions stopped between two steps by a drain (``between_steps``).
+    parked: int = 0
     _idle: anyio.Event
     _changed: dict[str, anyio.Event]
     _loop_thread: int
@@ -89,10 +95,17 @@ class SessionWork:
         self._notify(session_id)
 
     async def _in_session(
-        self, session_id: str, live: Live, work: Callable[[], Awaitable[Any]]
+        self,
+        session_id: str,
+        live: Live,
+        work: Callable[[], Awaitable[Any]],
+        *,
+        scope: anyio.CancelScope | None = None,
     ) -> Any:
         """Run ``work`` in a task of the server (it outlives the request), with
-        the session's events recorded and its secrets scrubbed; return its result."""
+        the session's events recorded and its secrets scrubbed; return its result.
+        Inside ``scope``, if given: cancelling it stops ``work`` (after its own
+        unwinding), and this raises ``WorkCancelled``."""
         done = anyio.Event()
         outcome: list[Any] = []
 
@@ -101,7 +114,10 @@ class SessionWork:
             with listen(self._recorder(session_id, live)):
                 add_secrets(secret_strings(live.inputs.values()))
                 try:
-                    outcome.append(("ok", await work()))
+                    with scope or anyio.CancelScope():
+                        outcome.append(("ok", await work()))
+                    if not outcome:  # the scope's own cancellation, caught by it
+                        outcome.append(("error", WorkCancelled()))
                 except BaseException as exc:
                     outcome.append(("error", exc))
                     if not isinstance(exc, Exception):
@@ -127,10 +143,29 @@ class SessionWork:
         if self.busy == 0:
             self._idle.set()
 
+    async def between_steps(self, session_id: str) -> None:
+        """Called before each YAML step of an ``on_create`` runs (the journal
+        has recorded the one before).  While the server drains, the session
+        stops here, parked: it no longer counts as running work, so the drain
+        ends once the steps running elsewhere have finished and been recorded,
+        and the process then exits as a SIGKILL would (``parked``).  Another
+        server, or the next start, goes on with this step: it has not begun."""
+        if not self.draining:
+            return
+        logger.info("session %s stops before its next step: the server is draining", session_id)
+        self.parked += 1
+        self._work_ended()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self._work_started()
+            self.parked -= 1
+
     async def drain(self, timeout: float) -> bool:
         """Stop taking sessions and messages (503), and wait up to ``timeout``
         seconds for the running starts, turns and closes; True if none is left.
-        (SIGTERM: what a rolling restart sends.)"""
+        A start waits for its running YAML step only: then it is ``parked``
+        (``between_steps``).  (SIGTERM: what a rolling restart sends.)"""
         self.draining = True
         with anyio.move_on_after(timeout):
             await self._idle.wait()

@@ -37,8 +37,7 @@ import json
 import logging
 import os
 import threading
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,10 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
-from ..core.events import emit, scrubbed
-from ..core.redaction import scrub
-from ..engine.inputs import SessionInput, closest, secret_strings
-from ..engine.lifecycle import LifecyclePlan, open_sandbox
+from ..core.events import scrubbed
+from ..engine.inputs import SessionInput, closest
 from ..engine.session import Session
-from .journal import journal_steps, journal_turn
+from .journal import journal_steps
 from .live import (
     SECRET_REFERENCE,
     AgentFile,
@@ -63,6 +60,7 @@ from .live import (
 )
 from .recovery import Recovery
 from .session_work import RETRY_AFTER_SECONDS, SessionWork, sandbox_gone
+from .starting import Starting
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
@@ -77,10 +75,8 @@ DEFAULT_MAX_SESSIONS = 100
 #: by default, before it fails the session.
 DEFAULT_REATTACH_TIMEOUT = 60.0
 
-#: What the store holds in place of a secret input's value.
 
-
-class Sessions(SessionWork, Recovery):
+class Sessions(SessionWork, Starting, Recovery):
     def __init__(
         self,
         *,
@@ -138,7 +134,8 @@ class Sessions(SessionWork, Recovery):
         self._python: dict[str, PythonCompiled] = {}
         for agent in self.agents.values():
             if agent.python is not None:
-                journal_steps(agent.python.plan, self.store)  # steps of runner.load()ed hooks
+                # the steps of runner.load()ed hooks
+                journal_steps(agent.python.plan, self.store, self.between_steps)
                 self._make_durable(agent, agent.python.environment)
                 self._python[agent.name] = PythonCompiled(agent.python)
 
@@ -163,7 +160,7 @@ class Sessions(SessionWork, Recovery):
             return self._python[agent.name]
         assert agent.path is not None
         compiled = compile_file(agent.path, output_dir=self.output_dir / session_id)
-        journal_steps(compiled.agent.plan, self.store)
+        journal_steps(compiled.agent.plan, self.store, self.between_steps)
         self._make_durable(agent, compiled.agent.environment)
         return compiled
 
@@ -312,60 +309,6 @@ class Sessions(SessionWork, Recovery):
             )
         return existing
 
-    async def _start(self, session_id: str, live: Live) -> None:
-        agent = live.compiled.agent
-
-        def remember_sandbox(sandbox: Any) -> None:
-            live.sandbox = sandbox
-            # Committed before the first step or sandbox call (Store.settle).
-            self.store.update_soon(session_id, sandbox=_sandbox_record(sandbox))
-
-        async def work() -> None:
-            emit("session_starting", session_id=session_id, agent=live.agent_name)
-            ttl = agent.environment.ttl_seconds
-            sandbox = await open_sandbox(
-                agent.environment,
-                agent.plan,
-                live.inputs,
-                session_id=session_id,
-                expires_at=time.time() + ttl if ttl else None,  # a container's expiry label
-                on_created=remember_sandbox,
-            )
-            self._opened(session_id, live, sandbox, agent.plan)
-            emit("session_started", session_id=session_id, agent=live.agent_name)
-
-        await self._guarded_start(session_id, live, work)
-
-    async def _guarded_start(
-        self, session_id: str, live: Live, work: Callable[[], Awaitable[None]]
-    ) -> None:
-        try:
-            await self._in_session(session_id, live, work)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                self._fail(session_id, "the server stopped while the session was starting")
-            raise
-        except Exception as exc:
-            self._fail(session_id, _start_error(exc, live))
-        else:
-            await self._set_async(session_id, status="waiting")
-
-    def _opened(self, session_id: str, live: Live, sandbox: Any, plan: LifecyclePlan) -> None:
-        agent = live.compiled.agent
-        live.sandbox = sandbox
-        live.session = Session(
-            agent=agent,
-            session_id=session_id,
-            sandbox=sandbox,
-            plan=plan,
-            inputs=live.inputs,
-            ttl_seconds=None,  # the server keeps the TTL (_close_at_ttl), across restarts
-        )
-        live.session.turn_wrapper = journal_turn(self.store, session_id)
-        ttl = agent.environment.ttl_seconds
-        if ttl:
-            self.tg.start_soon(self._close_at_ttl, session_id, ttl)
-
     def _fail(self, session_id: str, reason: str) -> None:
         self.live.pop(session_id, None)
         self._set(session_id, status="failed", error=reason)
@@ -473,6 +416,12 @@ class Sessions(SessionWork, Recovery):
             return row
         self._elsewhere(row, "close it")
         self._refuse_while_draining()
+        starting = self.starting_here(session_id)
+        if starting is not None:  # in on_create: cancelled, then closed
+            await self._cancel_start(session_id, starting)
+            if starting.session is None:
+                return await self.store.read(self.row, session_id)
+            # on_create ended before the cancel could reach it: closed as usual
         live = self.live.get(session_id)
         if live is None or live.session is None:
             raise ApiError(409, "conflict", f"session {session_id} is {row.status}; try again")
@@ -484,24 +433,10 @@ class Sessions(SessionWork, Recovery):
         self._release(session_id)
         return await self.store.read(self.row, session_id)
 
-    async def _close_at_ttl(self, session_id: str, ttl: float) -> None:
-        """Close the session ``ttl`` seconds after it was created (the sandbox's
-        ``ttl_seconds``), counted from the stored creation time, so a session
-        whose TTL passed while the server was down closes as soon as it resumes."""
-        row = self.row(session_id)
-        await anyio.sleep(max(0.0, row.created_at + ttl - time.time()))
-        live = self.live.get(session_id)
-        if live is None or live.session is None:
-            return
-        with contextlib.suppress(ApiError):  # closed or failed meanwhile
-            await self.close(session_id, reason=f"ttl_seconds={ttl:g} expired")
-
     def _finish_close(self, session_id: str, session: Session) -> None:
         self.live.pop(session_id, None)
         self._set(session_id, **_closed(session))
         self._release(session_id)
-
-    # --- resume -------------------------------------------------------------
 
 
 def _closed(session: Session) -> dict[str, Any]:
@@ -509,24 +444,3 @@ def _closed(session: Session) -> dict[str, Any]:
     (the hook and the type only, as in events: the engine logged the rest)."""
     failures = [f"hook {f.hook}.{f.point} failed: {f.error_type}" for f in session.destroy_failures]
     return {"status": "failed" if failures else "closed", "error": "; ".join(failures) or None}
-
-
-def _hide_secrets(text: str, live: Live) -> str:
-    """``text`` without the session's secrets (outside the session's own
-    context, where events are scrubbed by themselves)."""
-    return scrub(text, secret_strings(live.inputs.values()))
-
-
-def _start_error(exc: BaseException, live: Live) -> str:
-    """Why a session failed to start.  As the seeds say of a deployed agent, a
-    hook's failure names only the hook and the exception type; its full
-    (scrubbed) message is in the server's log, at DEBUG (``_error_to_log``)."""
-    hook = getattr(exc, "runner_hook", None)
-    if hook:
-        return f"hook {hook[0]}.{hook[1]} failed: {type(exc).__name__}"
-    return f"the session failed to start: {type(exc).__name__}: {_hide_secrets(str(exc), live)}"
-
-
-def _sandbox_record(sandbox: Any) -> dict[str, Any]:
-    """Where a sandbox is, so a restarted server can find it again."""
-    return {"created_at": time.time(), **sandbox.record()}

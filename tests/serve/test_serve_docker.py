@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import RUNNER_CLI, TEST_IMAGE
-from serve_process import Server, lines, wait_for, wait_status
+from serve_process import Server, lines, sse_events, wait_for, wait_status
 
 from runner.sandboxes.docker.environment import LABEL_DURABLE
 
@@ -539,3 +539,28 @@ def test_a_command_its_server_left_running_in_a_container_dies_at_its_own_timeou
         server.stop()
         if container is not None:
             container.remove(force=True, v=True)
+
+
+def test_a_docker_session_deleted_mid_on_create_leaves_no_container(
+    served: Any, docker_client: Any
+) -> None:
+    """``DELETE`` while step 2 blocks: answered without waiting for it, the
+    container removed (and with it the step's command), no ``on_destroy``
+    (the hook's ``on_create`` did not finish), nothing left on the host."""
+    server = served().start()
+    session_id = start_session(server)
+    container = recorded_container(server, session_id, docker_client)
+    owner = Db(server).owner()
+    wait_for(lambda: "creating" in in_container(container, "ls"), what="on_create step 2")
+    with server.client() as client:
+        closed = client.delete(f"/v1/sessions/{session_id}")
+        assert closed.status_code == 200, closed.text
+        assert (closed.json()["status"], closed.json()["error"]) == ("closed", None)
+        kinds = [e["event"] for e in sse_events(client, session_id)]
+    assert not exists(docker_client, container.id)
+    assert durable_containers(docker_client, owner) == []
+    assert "hook_cancelled" in kinds and "session_started" not in kinds
+    assert kinds.count("hook_started") == 1  # on_create only: no on_destroy ran
+    assert kinds[-2:] == ["sandbox_deleted", "session_closed"]
+    assert not (server.output_dir / session_id).exists()  # no save: step ran
+    assert list(server.tmp.iterdir()) == []

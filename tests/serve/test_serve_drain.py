@@ -17,7 +17,7 @@ from serve_process import Server, lines, wait_for, wait_status
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
 
-def blocking_file(tmp_path: Path) -> Path:
+def blocking_file(tmp_path: Path, *, then: str = "") -> Path:
     path = tmp_path / "slow.yaml"
     path.write_text(
         textwrap.dedent(
@@ -36,8 +36,15 @@ def blocking_file(tmp_path: Path) -> Path:
                       - run: echo ran >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO")}
             """
         )
+        + then
     )
     return path
+
+
+def three_steps_file(tmp_path: Path) -> Path:
+    """Step 2 blocks on ``GO``, step 3 on ``GO_3``."""
+    third = BLOCK.format(flag="third", go=tmp_path / "GO_3")
+    return blocking_file(tmp_path, then=f"          - run: echo ran >> create-3.count; {third}\n")
 
 
 def start_blocked(server: Server) -> tuple[str, Path]:
@@ -100,4 +107,35 @@ def test_a_step_still_running_after_the_drain_resumes_at_the_next_start(tmp_path
         assert lines(workspace / "create-1.count") == 1
     finally:
         (tmp_path / "GO").touch()
+        server.stop()
+
+
+def test_a_drain_stops_a_starting_session_before_its_next_step(tmp_path: Path) -> None:
+    """The drain waits for the running step, not for the rest of
+    ``on_create``: the session stops before step 3, the server exits, and
+    the next start runs step 3, once (steps 1 and 2 not again)."""
+    server = Server([three_steps_file(tmp_path)], tmp_path, args=["--drain-timeout", "300"])
+    try:
+        server.start()
+        session_id, workspace = start_blocked(server)
+        exit_code: list[int] = []
+        stopping = threading.Thread(target=lambda: exit_code.append(server.terminate()))
+        stopping.start()
+        wait_for(lambda: "stopping: no new sessions" in server.stderr(), what="the drain")
+        (tmp_path / "GO").touch()  # step 2 ends; step 3 (blocking on GO_3) must not start
+        stopping.join(timeout=300)
+        assert exit_code == [0], server.stderr()
+        assert lines(workspace / "create-3.count") == 0
+        assert "1 session(s) stopped between two steps of on_create" in server.stderr()
+
+        (tmp_path / "GO_3").touch()
+        server.start()
+        with server.client() as client:
+            session = wait_status(client, session_id, "waiting", "failed")
+            assert session["status"] == "waiting", session["error"]
+        counts = [lines(workspace / f"create-{n}.count") for n in (1, 2, 3)]
+        assert counts == [1, 1, 1]
+    finally:
+        (tmp_path / "GO").touch()
+        (tmp_path / "GO_3").touch()
         server.stop()

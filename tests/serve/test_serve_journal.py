@@ -146,7 +146,7 @@ async def test_model_replies_are_recorded_scrubbed_and_replayed(store, tmp_path:
     assert again.text == "the key is ***"
     assert SECRET not in stored_text(tmp_path)
     # The turn's end drops its journal, with the conversation, in one go.
-    store.create_session(
+    await store.create_session_async(
         session_id="sess_j",
         agent="a",
         inputs={},

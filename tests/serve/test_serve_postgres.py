@@ -9,6 +9,7 @@ local sandboxes whose counter files prove how often each step ran.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -90,15 +92,20 @@ def store(request, tmp_path: Path):
 
 
 def create(store, session_id: str, *, key: str | None = None, owner: str = "http://a"):
-    return store.create_session(
-        session_id=session_id,
-        agent="shared",
-        inputs={"n": 1},
-        idempotency_key=key,
-        fingerprint="f",
-        file_hash="h",
-        backend="local",
-        owner=owner,
+    """Insert a session as the server does (``create_session_async``: through
+    the writer thread, the commit awaited)."""
+    return anyio.run(
+        functools.partial(
+            store.create_session_async,
+            session_id=session_id,
+            agent="shared",
+            inputs={"n": 1},
+            idempotency_key=key,
+            fingerprint="f",
+            file_hash="h",
+            backend="local",
+            owner=owner,
+        )
     )
 
 
