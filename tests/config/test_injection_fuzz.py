@@ -4,7 +4,9 @@
 in random places; ``injection_oracle`` compiles each with the project's
 checker, and runs every accepted one in real bash (sometimes dash) with
 hostile values that create a ``CANARY`` file if they ever run as code, and a
-probe that reports any value split into several words.
+probe that reports any value split into several words.  Strict mode only
+narrows the default: a case the default mode refuses must be refused with
+``consumers: [argv]`` (a data program) too.
 
 - ``RUNNER_FUZZ_CASES``: how many cases (default: about two minutes on two cores).
 - ``RUNNER_FUZZ_SEED``: the seed of every case.  Unset, three quarters of the

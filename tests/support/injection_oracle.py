@@ -84,7 +84,12 @@ def _accepts(function: object, keyword: str) -> bool:
         return False
 
 
-def render_case(case: Case) -> Rendered | str:
+#: Strict mode with one data program named: it only narrows the default mode,
+#: so it may never accept a case the default mode refuses.
+STRICT_CONSUMERS = ("argv",)
+
+
+def render_case(case: Case, consumers: tuple[str, ...] | None = None) -> Rendered | str:
     """Compile and render ``case`` as the runner does; a string is a refusal.
 
     Env values are text templates (inserted as they are); the run template
@@ -104,7 +109,9 @@ def render_case(case: Case) -> Rendered | str:
     for name in sorted(tainted):
         if is_shell_control_name is not None and is_shell_control_name(name):
             return f"env {name}: a templated value may not go into a shell control variable"
-    extra = {"tainted_env": tainted} if _accepts(compile_template, "tainted_env") else {}
+    extra: dict = {"tainted_env": tainted} if _accepts(compile_template, "tainted_env") else {}
+    if consumers is not None:
+        extra["consumers"] = consumers
     template, problems = compile_template(
         case.template, shell=True, fields_by_name=FIELDS_BY_NAME, **extra
     )
@@ -138,7 +145,7 @@ class Outcome:
         if self.error:
             return "error"
         if self.refusal is not None:
-            return "refused"
+            return "failed" if self.failures else "refused"
         return "failed" if self.failures else "passed"
 
 
@@ -247,7 +254,14 @@ def run_case(case: Case, base: Path, bin_dir: Path) -> Outcome:
     except Exception as exc:  # not a refusal: the harness or the grammar is wrong
         return Outcome(case, error=f"{type(exc).__name__}: {exc}")
     if isinstance(rendered, str):
-        return Outcome(case, refusal=rendered)
+        outcome = Outcome(case, refusal=rendered)
+        if _accepts(compile_template, "consumers") and not isinstance(
+            render_case(case, STRICT_CONSUMERS), str
+        ):
+            outcome.failures.append(
+                "strict mode (consumers: [argv]) accepted what the default refused"
+            )
+        return outcome
     outcome = Outcome(case, rendered=rendered)
     root = Path(tempfile.mkdtemp(dir=base, prefix="case-"))
     try:
