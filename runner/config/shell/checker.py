@@ -35,7 +35,7 @@ with tree-sitter-bash and answers for the whole script, in three passes:
 
 This module runs the passes in order and answers (``check_script``); each
 pass lives in a module of its own, as a class composed here into ``_Check``:
-``subset`` (pass 1, and a parse bash would not share), ``taint`` (where the
+``subset`` (pass 1) and ``agreement`` (a parse bash would not share), ``taint`` (where the
 values are, pass 2, arithmetic), ``flows`` (pass 3, from a value to its
 readers), ``receivers`` (who may receive one, and the files values reach)
 and ``beside`` (what may run anywhere in a script that holds a value; in

@@ -1,0 +1,184 @@
+"""Does bash read the script as tree-sitter parsed it?
+
+Every later pass judges the parse tree, so a script whose parse bash would
+not share is refused whole, before them: a parse error, a word with blanks
+in it, ``$[``, a ``${ }`` operand holding code tree-sitter keeps as text, a
+backtick or ``{name}>`` bash sees where the tree has plain text, a control
+blank between words, a heredoc whose end is not certain.  Part of pass 1 of
+``checker``; a class over ``CheckState`` (the module docstring of ``state``
+says why classes).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from .state import CheckState
+
+_ESCAPED = re.compile(rb"\\.", re.S)
+#: Nodes inside which bash keeps every byte as it is (quotes, comments, heredocs).
+_QUOTING_NODES = frozenset(
+    {"raw_string", "string", "string_content", "heredoc_body", "heredoc_content", "comment"}
+)
+_PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
+_QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
+
+#: What bash runs or evaluates where tree-sitter keeps plain text (the
+#: eleventh review): a backtick in an unquoted heredoc body, and a
+#: ``{name}`` or ``{name[subscript]}`` word right before a redirect (bash
+#: assigns a descriptor to the variable, evaluating the subscript).
+_HIDDEN = re.compile(rb"`|\{[A-Za-z_][A-Za-z0-9_]*(\[[^{}\n]*\])?\}[<>]")
+
+
+class AgreementCheck(CheckState):
+    """Refuse a script whose parse bash would not share."""
+
+    def misparsed(self, node: Any) -> bool:
+        """A node bash would not read the way the parser did: an error, a
+        missing token, a word holding unescaped blanks (tree-sitter lexes
+        ``a<newline>\\eval`` as one word), or ``$'...'``, which sh (dash)
+        does not read as a quote at all; ``$((`` that the parser read as a
+        command substitution of a subshell (bash: arithmetic)."""
+        if node.type == "ERROR" or node.is_missing or node.type == "ansi_c_string":
+            return True
+        if node.type == "command_substitution" and self.tree.text_bytes(node).startswith(b"$(("):
+            return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
+        if node.type == "comment":
+            return not self.starts_a_word(node.start_byte)
+        if node.type == "subshell" and self.source[node.start_byte : node.start_byte + 2] == b"((":
+            return True  # ! (( n > 1 )): tree-sitter reads two subshells, bash arithmetic
+        if node.type in ("file_redirect", "herestring_redirect"):
+            # tree-sitter files the words after `>/dev/null` as more destinations;
+            # bash gives them to the command as arguments
+            targets = [c for c in node.children if self.tree.field(c) == "destination"]
+            return len(targets) > 1
+        if node.type in ("word", "number"):
+            unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
+            return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
+        if node.type == "command":
+            # two arguments with nothing between them are one word to bash
+            # (tree-sitter splits /[\p]roc after the `[`: the fourteenth review)
+            words = node.named_children
+            return any(
+                a.end_byte == b.start_byte
+                for a, b in itertools.pairwise(words)
+                if self.tree.field(a) == "argument" and self.tree.field(b) == "argument"
+            )
+        return False
+
+    def unparsed_expansion(self) -> Any:
+        """Text tree-sitter keeps as a leaf where bash expands: a ``${x%PAT}``
+        or ``=~`` pattern (``regex``) or a ``${x:-WORD}`` operand holding
+        ``$( )``, backticks, ``$[`` or ``${``; single quotes inside a
+        ``${ }`` (in ``"${x:-'$(cmd)'}"`` bash does not read them as quotes);
+        and ``$[`` (old arithmetic) wherever bash reads it.  The first such
+        node, or None."""
+        tree = self.tree
+        for node in tree.nodes:
+            kind = node.type
+            if kind not in ("regex", "raw_string", "word"):
+                continue
+            if kind != "regex" and tree.inside(node, ("expansion",)) is None:
+                continue
+            text = self.text(node)
+            markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
+            if any(marker in text for marker in markers):
+                return node
+        for match in _HIDDEN.finditer(self.source):  # bash reads these, tree-sitter does not
+            node = tree.root.descendant_for_byte_range(match.start(), match.end() - 1)
+            before = self.source[: match.start()]
+            escaped = (len(before) - len(before.rstrip(b"\\"))) % 2 == 1
+            parsed = node.type == "`"  # a `...` tree-sitter read: judged (and refused) as such
+            if not escaped and not parsed and not self.literal_here(node):
+                return node
+        for match in re.finditer(rb"\$\[", self.source):
+            node = tree.root.descendant_for_byte_range(match.start(), match.end())
+            parsed = tree.inside(node, ("arithmetic_expansion",)) is not None or (
+                node.type == "arithmetic_expansion"
+            )
+            if not parsed and not self.literal_here(node):  # parsed: the arithmetic pass judges it
+                return node
+        return None
+
+    def literal_here(self, node: Any) -> bool:
+        """Does bash keep the text of ``node`` as it is: a single-quoted word
+        (not inside a ``${ }``), a comment, or a quoted heredoc's body?"""
+        tree = self.tree
+        if tree.inside(node, ("expansion",)) is not None:
+            return False
+        while node is not None:
+            if node.type in ("raw_string", "comment"):
+                return True
+            if node.type == "heredoc_body":
+                start = next(
+                    (c for c in tree.parent(node).children if c.type == "heredoc_start"), None
+                )
+                return start is not None and any(q in self.text(start) for q in "'\"\\")
+            node = tree.parent(node)
+        return False
+
+    def control_blank(self) -> Any:
+        """A vertical tab, form feed or carriage return outside quotes: tree-sitter
+        skips it as a blank, bash keeps it in a word (``<<<\\v {{ x }}`` makes
+        the value another argument).  The node around the first one, or None."""
+        for match in re.finditer(rb"[\r\v\f]", self.source):
+            node = self.tree.root.descendant_for_byte_range(match.start(), match.end())
+            while node is not None and node.type not in _QUOTING_NODES:
+                node = self.tree.parent(node)
+            if node is None:
+                return self.tree.root.descendant_for_byte_range(match.start(), match.end())
+        return None
+
+    def starts_a_word(self, at: int) -> bool:
+        r"""Does bash start a word at byte ``at`` (so that a ``#`` there opens a
+        comment)?  Only after a metacharacter that is not escaped: tree-sitter
+        also takes a form feed, a vertical tab, ``]#``, ``)#`` and ``\<newline>#``
+        for a comment start; bash reads them as part of the word before."""
+        if at == 0:
+            return True
+        before = self.source[at - 1 : at]
+        if before not in (b" ", b"\t", b"\n", b";", b"&", b"|", b"(", b"<", b">"):  # not ")#"
+            return False
+        backslashes = len(self.source[: at - 1]) - len(self.source[: at - 1].rstrip(b"\\"))
+        return backslashes % 2 == 0
+
+    # -- pass 1: the subset ----------------------------------------------------
+
+    def unclear_heredoc(self) -> Any:
+        """A heredoc whose end bash might place elsewhere than the parser did.
+
+        tree-sitter and bash disagree on some heredocs (a delimiter line with
+        trailing spaces, a line joined by a trailing backslash); a value the
+        parser saw after the heredoc could be inside its body for bash, where
+        quotes do not protect it.  So every heredoc must end provably: a
+        plain delimiter, its end line exactly the delimiter, no earlier body
+        line equal to it, and (unquoted) no body line ending in a backslash.
+        """
+        lines = self.source.split(b"\n")
+        for node in self.tree.nodes:
+            if node.type != "heredoc_redirect":
+                continue
+            kinds = {c.type: c for c in node.children}
+            start, end = kinds.get("heredoc_start"), kinds.get("heredoc_end")
+            if start is None or end is None:
+                return node
+            word = self.tree.text_bytes(start)
+            quoted = _QUOTED_DELIMITER.fullmatch(word)
+            delimiter = quoted.group(2) if quoted else word
+            if not _PLAIN_DELIMITER.fullmatch(delimiter):
+                return node
+            strip_tabs = "<<-" in kinds
+            body = kinds.get("heredoc_body")
+            first = body.start_point[0] if body is not None else end.start_point[0]
+            last = end.start_point[0]
+            if first > last:
+                return node
+            keys = [line.lstrip(b"\t") if strip_tabs else line for line in lines[first : last + 1]]
+            if keys[-1] != delimiter:
+                return node
+            for line, line_key in zip(lines[first:last], keys, strict=False):
+                if line_key == delimiter or (not quoted and line.endswith(b"\\")):
+                    return node
+        return None
