@@ -5,7 +5,9 @@ which ``execute`` returns when it ends.  A backend that reads the output as
 it comes (the local sandbox does) feeds each chunk to :class:`OutputLines`,
 which passes every **complete line** on to the listeners of the current
 context (:func:`listen_output`): the CLI's live progress shows the last one,
-and ``runner run -v`` prints each.
+and ``runner run -v`` prints each.  The Docker sandbox's exec channel
+streams too (``sandboxes/docker/live_output.py``): its helper sends output
+frames as the command writes, in chunks that may cut a line anywhere.
 
 **Only whole lines, scrubbed.**  A command that prints a secret in pieces
 (``printf 'hun'; sleep 1; printf 'ter2\\n'``) delivers it in two chunks;
@@ -89,6 +91,13 @@ class OutputLines:
         if len(pending) > MAX_LINE_BYTES:
             self._skipping.add(stream)
             pending.clear()
+
+    def gap(self, stream: str) -> None:
+        """Bytes of ``stream`` were not delivered here (a backend that drops
+        what it cannot send in time): the line they were part of is not
+        whole, so it is not shown; showing resumes after its newline."""
+        self._pending.pop(stream, None)
+        self._skipping.add(stream)
 
     def close(self) -> None:
         """The command ended: its last line, if it had no newline, is whole now."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import secrets
 import select
 import socket
@@ -49,10 +50,13 @@ from typing import Any
 from .protocol import (
     ANSWER_FIELDS,
     check_answer,
+    check_output,
     shell_request,
     shell_strings,
     take_head,
 )
+
+logger = logging.getLogger("runner")
 
 
 @functools.cache
@@ -111,6 +115,9 @@ class _Pending:
     on_done: Callable[[], object] | None = None
     #: Its awaiting task was cancelled: the answer, when it comes, is dropped.
     abandoned: bool = False
+    #: Called (in the reader thread) with each output frame of an exec that
+    #: asked for its output as it comes: ``(stream, chunk, gap)``.
+    on_output: Callable[[str, bytes, bool], object] | None = None
 
     def finish(self) -> None:
         self.done.set()
@@ -126,13 +133,15 @@ class _Incoming:
     header: dict[str, Any]
     left: int
     body: bytearray = field(default_factory=bytearray)
+    #: An output frame (a chunk of a command's output), not the answer.
+    output: bool = False
 
     def take(self, data: memoryview) -> memoryview:
         """Use what of ``data`` is this body's; return the rest."""
         piece, rest = data[: self.left], data[self.left :]
         self.left -= len(piece)
         sink = self.pending.sink
-        if sink is None or "error" in self.header:
+        if sink is None or "error" in self.header or self.output:
             self.body += piece
         elif self.pending.sink_error is None:  # after a failed write, drain only
             try:
@@ -236,6 +245,7 @@ class ExecChannel:
         kill_after: float | None = None,
         sink: Callable[[bytes], object] | None = None,
         on_header: Callable[[dict[str, Any]], object] | None = None,
+        on_output: Callable[[str, bytes, bool], object] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait (blocking) for its answer.
 
@@ -246,6 +256,9 @@ class ExecChannel:
         kept, so a file never sits whole in memory on its way; the answer's
         body is then empty.  ``on_header``: called with the answer's checked
         header before its body arrives.  What either raises is raised here.
+        ``on_output``: an exec's output chunks as they come, ``(stream,
+        chunk, gap)``, for a request that asks (``"stream": true``); called
+        in the reader thread, before the answer is returned.
         """
         if header["op"] not in ANSWER_FIELDS:
             raise ValueError(f"unknown op {header['op']!r}")
@@ -256,7 +269,7 @@ class ExecChannel:
                 return refused, b""
         started = time.monotonic()
         deadline = started + timeout
-        pending = _Pending(header, sink=sink, on_header=on_header)
+        pending = _Pending(header, sink=sink, on_header=on_header, on_output=on_output)
         request_id = self._register(pending)
         frame = self._frame(header, request_id, len(body), strings)
         try:
@@ -281,7 +294,11 @@ class ExecChannel:
         return self._answer(request_id, pending)
 
     async def request_async(
-        self, header: dict[str, Any], *, timeout: float
+        self,
+        header: dict[str, Any],
+        *,
+        timeout: float,
+        on_output: Callable[[str, bytes, bool], object] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """``request`` for a bodiless request to the Python helper (``exec``),
         awaited on the event loop: sent from the loop (a non-blocking send of
@@ -306,7 +323,9 @@ class ExecChannel:
                 woken.set_result(None)
 
         deadline = time.monotonic() + timeout
-        pending = _Pending(header, on_done=lambda: loop.call_soon_threadsafe(wake))
+        pending = _Pending(
+            header, on_done=lambda: loop.call_soon_threadsafe(wake), on_output=on_output
+        )
         request_id = self._register(pending)
         frame = memoryview(self._frame(header, request_id, 0, b""))
         try:
@@ -472,6 +491,9 @@ class ExecChannel:
             pending = self._pending.get(request_id)
             if pending is None or pending.receiving:
                 raise ValueError(f"an answer to no request in flight (id {request_id})")
+            if "output" in header:  # a chunk of its output, before the answer
+                check_output(pending.request, header, body_size)
+                return _Incoming(pending, header, body_size, output=True)
             check_answer(pending.request, header, body_size)
             pending.receiving = True
         if pending.on_header is not None and "error" not in header:
@@ -482,8 +504,17 @@ class ExecChannel:
         return _Incoming(pending, header, body_size)
 
     def _deliver(self, incoming: _Incoming) -> None:
-        """Hand a whole answer to the request waiting for it."""
+        """Hand a whole answer to the request waiting for it (or an output
+        chunk to its ``on_output``)."""
         pending = incoming.pending
+        if incoming.output:
+            if pending.on_output is not None:
+                header = incoming.header
+                try:
+                    pending.on_output(header["output"], bytes(incoming.body), header["gap"])
+                except Exception:  # a display's failure must not end the channel
+                    logger.exception("the output listener of a command failed")
+            return
         with self._lock:
             pending.header, pending.body = incoming.header, bytes(incoming.body)
             if pending.abandoned:  # nobody waits for it any more

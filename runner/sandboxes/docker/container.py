@@ -20,6 +20,7 @@ import anyio
 
 from ...core.errors import SandboxUnavailableError
 from ...core.events import decode_output, emit
+from ...core.output import output_lines
 from ..base import (
     TIMEOUT_EXIT_CODE,
     Sandbox,
@@ -38,6 +39,7 @@ from .exec import (
     probe_drop,
 )
 from .files import FILE_CHUNK_BYTES, NO_CHANNEL, FileMoves, _NoChannel
+from .live_output import ChannelOutput
 from .processes import SANDBOX_GID, SANDBOX_UID, SandboxProcesses
 
 if TYPE_CHECKING:
@@ -308,13 +310,21 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
             "cap": self.output_cap_bytes,
             "user": self._ids(root=root),
         }
+        # The output as it comes, for the live progress, when someone listens.
+        lines = output_lines()
+        live = ChannelOutput(lines) if lines is not None else None
+        if live is not None:
+            request["stream"] = True
         try:
             answer = await self._on_channel(
                 lambda channel: channel.request(
-                    request, timeout=timeout + ANSWER_GRACE_SECONDS, kill_after=timeout
+                    request,
+                    timeout=timeout + ANSWER_GRACE_SECONDS,
+                    kill_after=timeout,
+                    on_output=live,
                 ),
                 lambda channel: channel.request_async(
-                    request, timeout=timeout + ANSWER_GRACE_SECONDS
+                    request, timeout=timeout + ANSWER_GRACE_SECONDS, on_output=live
                 ),
             )
         except ChannelError as exc:
@@ -341,6 +351,9 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
                 "it may or may not have completed\n",
                 duration_seconds=time.perf_counter() - started,
             )
+        finally:
+            if live is not None:
+                live.close()  # its last line, if it had no newline
         if not isinstance(answer, _NoChannel):
             header, body = answer
             if "error" in header:  # it could not even start (no pids left, ...), as a shell

@@ -56,9 +56,11 @@ def shell_request(header: dict[str, Any], request_id: int, body_size: int, strin
     """A request as the shell helper reads it (see ``helpers/exec_helper.sh``):
     ``OP ID USER A B N`` and the N strings ``shell_strings`` encoded."""
     op, user = header["op"], header.get("user")
+    if op == "exec" and header.get("stream"):
+        op = "stream"  # an exec that sends its output as it comes, too
     who = "-" if user is None else f"{int(user[0])}:{int(user[1])}"
     count = a = b = 0
-    if op == "exec":
+    if op in ("exec", "stream"):
         count = 3 + len(header.get("env") or {})
         a = int(header.get("cap", 8 << 20))
         # Whole seconds: the helper's own deadline once the runner is gone.
@@ -115,6 +117,15 @@ ANSWER_FIELDS: dict[str, dict[str, type]] = {
     "read": {"id": int, "ok": bool, "size": int},
     "write": {"id": int, "ok": bool},
 }
+#: An exec that asked for it (``"stream": true``) gets its output as it
+#: comes, in output frames before its answer: ``output`` is "stdout" or
+#: "stderr", the body is the chunk; ``gap`` says bytes before this chunk
+#: were not sent (the shell helper drops what the runner is too slow to
+#: take: see ``relay`` there).  The answer still carries the whole output.
+OUTPUT_FIELDS: dict[str, type] = {"id": int, "output": str, "gap": bool}
+#: The most an output frame carries (one read of a pipe, or the shell
+#: helper's gathered pieces).
+MAX_CHUNK_BYTES = 65536
 #: Any op may fail instead (the helper's exception).
 ERROR_FIELDS: dict[str, type] = {"id": int, "error": str, "message": str}
 #: What the helper prints in a stream's cut output besides the kept bytes
@@ -149,6 +160,24 @@ def check_answer(request: dict[str, Any], header: dict[str, Any], body_size: int
         flags = all(type(value) is bool for value in found.values())
         if found.keys() != {"bash", "timeout", "sleep"} or not flags:
             raise ValueError("ping answer with other found flags")
+
+
+def check_output(request: dict[str, Any], header: dict[str, Any], body_size: int) -> None:
+    """Raise ValueError unless ``header`` and a body of ``body_size`` bytes
+    are an output frame the helper could send for ``request``: an exec that
+    asked for its output as it comes, a stream's name, a chunk of 1 to
+    ``MAX_CHUNK_BYTES`` bytes."""
+    if request["op"] != "exec" or request.get("stream") is not True:
+        raise ValueError(f"an output frame for a {request['op']} that did not ask for one")
+    if header.keys() != OUTPUT_FIELDS.keys():
+        raise ValueError(f"output frame with fields {sorted(header)}")
+    for name, kind in OUTPUT_FIELDS.items():
+        if type(header[name]) is not kind:
+            raise ValueError(f"output frame with {name} of type {type(header[name]).__name__}")
+    if header["output"] not in ("stdout", "stderr"):
+        raise ValueError(f"output frame for a stream {header['output'][:20]!r}")
+    if not 0 < body_size <= MAX_CHUNK_BYTES:
+        raise ValueError(f"output frame of {body_size} bytes")
 
 
 def _check_exec(header: dict[str, Any], body_size: int) -> None:

@@ -142,9 +142,10 @@ class Capped:
         return bytes(self.head) + marker + bytes(self.tail)
 
 
-def read_until(deadline, pipes):
+def read_until(deadline, pipes, on_chunk=None):
     """Read ``pipes`` ([(pipe, Capped)]) to their end or until ``deadline``;
-    True if they all ended."""
+    True if they all ended.  ``on_chunk(capped, chunk)``: each piece as it
+    is read (a streamed exec: see ``chunk_sender``)."""
     selector = selectors.DefaultSelector()
     for pipe, capped in pipes:
         if not pipe.closed:
@@ -155,9 +156,11 @@ def read_until(deadline, pipes):
             if left <= 0:
                 return False
             for key, _events in selector.select(left):
-                chunk = os.read(key.fd, 65536)
+                chunk = os.read(key.fd, CHUNK_BYTES)
                 if chunk:
                     key.data.add(chunk)
+                    if on_chunk is not None:
+                        on_chunk(key.data, chunk)
                 else:
                     selector.unregister(key.fileobj)
                     key.fileobj.close()
@@ -173,18 +176,20 @@ def kill_group(pid):
         pass
 
 
-def run_command(request):
-    """Run one ``exec`` request: (answer header, stdout, stderr)."""
+def run_command(request, on_output=None):
+    """Run one ``exec`` request: (answer header, stdout, stderr).
+    ``on_output(stream, chunk)``: its output as it comes (``stream``:
+    "stdout" or "stderr"), for a request that asked (``"stream": true``)."""
     spawner = spawner_for(request.get("user"))
     if spawner is not None:
         try:
-            return spawner.run(request)
+            return spawner.run(request, on_output)
         except SpawnerGone:  # the request never reached it: start the command here
             pass
-    return run_here(request)
+    return run_here(request, on_output)
 
 
-def run_here(request):
+def run_here(request, on_output=None):
     started = time.time()
     timeout = float(request["timeout"])
     cap = int(request.get("cap", 8 << 20))
@@ -222,13 +227,20 @@ def run_here(request):
                 set_oom_score(b"0")
     out, err = Capped(cap), Capped(cap)
     deadline = started + timeout
+    on_chunk = None
+    if on_output is not None:
+
+        def on_chunk(capped, chunk):
+            on_output("stdout" if capped is out else "stderr", chunk)
+
     # Both pipes read in this thread, as output arrives: no thread per pipe.
-    timed_out = not read_until(deadline, [(process.stdout, out), (process.stderr, err)])
+    pipes = [(process.stdout, out), (process.stderr, err)]
+    timed_out = not read_until(deadline, pipes, on_chunk)
     if timed_out:  # it, or something it started, still holds a pipe open
         kill_group(process.pid)
         # A process that left the group (setsid) may hold the pipe for
         # ever: answer with what arrives in a short while.
-        read_until(time.time() + 2.0, [(process.stdout, out), (process.stderr, err)])
+        read_until(time.time() + 2.0, pipes, on_chunk)
     try:
         process.wait(timeout=max(0.0, deadline - time.time()))
     except subprocess.TimeoutExpired:  # it closed its output but runs on
@@ -351,8 +363,9 @@ class Spawner:
             os.waitpid(self.pid, 0)
             self.pid = None
 
-    def run(self, request):
-        """Hand ``request`` to the spawner and wait for its answer."""
+    def run(self, request, on_output=None):
+        """Hand ``request`` to the spawner and wait for its answer (passing
+        its output chunks, if streamed, to ``on_output``)."""
         ours, theirs = socket.socketpair()
         try:
             fds = array.array("i", [theirs.fileno()])
@@ -367,7 +380,7 @@ class Spawner:
         finally:
             theirs.close()
         try:
-            header, stdout, stderr = self._exchange(ours, request)
+            header, stdout, stderr = self._exchange(ours, request, on_output)
         except (EOFError, OSError, ValueError, KeyError, TypeError) as exc:
             # Stopped, killed or broken: it may have run part of the command.
             with SPAWNERS_LOCK:
@@ -384,7 +397,7 @@ class Spawner:
         return header, stdout, stderr
 
     @staticmethod
-    def _exchange(conn, request):
+    def _exchange(conn, request, on_output):
         data = dumps(request).encode("utf-8")
         deadline = time.time() + float(request["timeout"]) + SPAWNER_GRACE_SECONDS
         # A request bigger than the socket's buffer (a long command or env)
@@ -392,10 +405,21 @@ class Spawner:
         conn.settimeout(max(0.01, deadline - time.time()))
         conn.sendall(struct.pack(">I", len(data)) + data)
         conn.settimeout(None)
-        size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
-        if size > SPAWNER_MAX_HEADER:
-            raise ValueError("an answer header of {} bytes".format(size))
-        header = loads(recv_exact(conn, size, deadline).decode("utf-8"))
+        while True:
+            size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
+            if size > SPAWNER_MAX_HEADER:
+                raise ValueError("an answer header of {} bytes".format(size))
+            header = loads(recv_exact(conn, size, deadline).decode("utf-8"))
+            if "output" not in header:
+                break
+            # A chunk of a streamed command's output, before its answer.
+            stream, length = header["output"], header["size"]
+            if stream not in ("stdout", "stderr") or not 0 < length <= CHUNK_BYTES:
+                raise ValueError("an output chunk of {} bytes".format(length))
+            chunk = recv_exact(conn, length, deadline)
+            if on_output is None:
+                raise ValueError("an output chunk nobody asked for")
+            on_output(stream, chunk)
         if "error" in header:
             return header, b"", b""
         size, stdout_len = header.pop("size"), header.pop("stdout_len")
@@ -525,8 +549,15 @@ def spawn_one(fd):
             size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
             request = loads(recv_exact(conn, size, deadline).decode("utf-8"))
             request["user"] = None  # it already is that user
+
+            def on_output(stream, chunk):
+                data = dumps({"output": stream, "size": len(chunk)}).encode("utf-8")
+                conn.sendall(struct.pack(">I", len(data)) + data + chunk)
+
             try:
-                header, stdout, stderr = run_here(request)
+                header, stdout, stderr = run_here(
+                    request, on_output if request.get("stream") else None
+                )
                 header["stdout_len"], header["size"] = len(stdout), len(stdout) + len(stderr)
                 body = stdout + stderr
             except Exception as exc:
@@ -762,6 +793,27 @@ def write_file(user, path, offset, data, seconds=OPEN_SECONDS):
         handle_.write(data)
 
 
+#: The most bytes one output chunk frame carries (one read of a pipe).
+CHUNK_BYTES = 65536
+
+
+def chunk_sender(request_id, request):
+    """For an exec that asked for its output as it comes (``"stream":
+    true``, sent when the runner shows progress): a function sending each
+    chunk in an output frame (``{"id": ID, "output": "stdout", "gap":
+    false}``, the chunk as its body) before the answer.  The answer is unchanged: it
+    still carries the whole (capped) output, so a runner that streams gets
+    exactly the result of one that does not.  None for any other request."""
+    if request.get("stream") is not True:
+        return None
+
+    def on_output(stream, chunk):
+        # gap: never (the shell helper's relay may drop a piece: see there)
+        send({"id": request_id, "output": stream, "gap": False}, chunk)
+
+    return on_output
+
+
 def handle(header, body):
     request_id = header.get("id")
     try:
@@ -781,7 +833,7 @@ def handle(header, body):
                 }
             )
         elif op == "exec":
-            result, stdout, stderr = run_command(header)
+            result, stdout, stderr = run_command(header, chunk_sender(request_id, header))
             result["id"] = request_id
             result["stdout_len"] = len(stdout)
             send(result, stdout + stderr)

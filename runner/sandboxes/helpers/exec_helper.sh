@@ -13,6 +13,8 @@
 #   lines one by one would take time quadratic in their number).
 #   write: then exactly B raw bytes (the body).
 #   kill ID: stop the request ID (its deadline passed on the runner's side).
+#   stream: an exec whose output is also sent as it comes (`relay`), in
+#   output frames before the answer (the runner shows its progress).
 # A line without the token, or with a field out of shape, ends the helper:
 # were the stream ever out of step (a body read short), a file's bytes must
 # not be taken for a request.
@@ -171,6 +173,12 @@ writer() {
             [ "$x2" -gt 0 ] && cat "$f.d"
             ;;
         write) frame "{\"id\": $wid, \"ok\": true}" 0 ;;
+        chunk) # x1 the stream, x2 the size, x3 gap, x4 the file (see relay)
+            frame "{\"id\": $wid, \"output\": \"$x1\", \"gap\": $x3}" "$x2"
+            cat "$x4"
+            rm -f "$x4"  # sent: the relay may offer the next piece
+            continue  # not the request's answer
+            ;;
         error) # x1 the error's name, then its message (letters, digits, spaces)
             message="$x2 $x3 $x4 $x5 $rest"
             message=${message%"${message##*[! ]}"}
@@ -179,11 +187,12 @@ writer() {
         esac
         : >"$f.a"  # answered: a late kill must not touch what is left of it
         # Emptied now, removed 16 answers at a time: one rm, not one each.
-        for name in o o.t o.s o.r o.z e e.t e.s e.r e.z d m w; do
+        for name in o o.t o.s o.r o.z o.b o.i e e.t e.s e.r e.z e.b e.i d m w; do
             [ -e "$f.$name" ] && : >"$f.$name"
         done
         GARBAGE="$GARBAGE $f.o $f.o.t $f.o.s $f.o.r $f.o.z $f.e $f.e.t $f.e.s $f.e.r $f.e.z"
         GARBAGE="$GARBAGE $f.d $f.m $f.w $f.t $f.x $f.a $f.k.* $f.l.* $f.s*"
+        GARBAGE="$GARBAGE $f.o.b $f.o.i $f.o.c $f.o.p $f.e.b $f.e.i $f.e.c $f.e.p"
         case $kind in
         exec) GARBAGE="$GARBAGE ${13}.o ${13}.e" ;;
         read | write) GARBAGE="$GARBAGE $x3.o $x3.e" ;;
@@ -214,7 +223,7 @@ fail() {
 
 # --- jobs ---------------------------------------------------------------------
 
-# run_exec ID USER CAP: the strings are in S1 (cwd), S2 (shell), S3 (command),
+# run_exec ID USER CAP LIMIT OP: the strings are in S1 (cwd), S2 (shell), S3 (command),
 # S4... (NAME=VALUE environment entries)
 run_exec() {
     f=$D/$1
@@ -230,7 +239,7 @@ run_exec() {
         fail "$1" OSError "no setpriv or nsenter to run commands as $2"
         return
     fi
-    id=$1 cap=$3 limit=$4
+    id=$1 cap=$3 limit=$4 op=$5
     # The whole command line, in the positional parameters before the
     # container's environment comes back (it may hold any of our names).
     # shellcheck disable=SC2086 # AS is a fixed prefix without spaces in its parts
@@ -242,10 +251,17 @@ run_exec() {
         i=$((i + 1))
     done
     set -- "$@" "$S2" -c "$S3"
-    capture "$P.o" "$f.o" "$cap" 3>&- &
-    co=$!
-    capture "$P.e" "$f.e" "$cap" 3>&- &
-    ce=$!
+    if [ "$op" = stream ]; then  # its relays note the pieces: fd 3 stays open
+        capture_streamed "$P.o" "$f.o" "$cap" "$id" stdout &
+        co=$!
+        capture_streamed "$P.e" "$f.e" "$cap" "$id" stderr &
+        ce=$!
+    else
+        capture "$P.o" "$f.o" "$cap" 3>&- &
+        co=$!
+        capture "$P.e" "$f.e" "$cap" 3>&- &
+        ce=$!
+    fi
     umask "$UMASK"
     (
         unset OLDPWD
@@ -356,6 +372,53 @@ capture() {
         [ -n "$size" ] && echo "$size 0" >"$2.z"
     fi
     return 0
+}
+
+# capture_streamed FIFO OUT CAP ID STREAM: `capture`, the stream passing
+# through `relay` first, which also sends it to the runner as it comes
+capture_streamed() {
+    mkfifo "$2.p" || return 1
+    relay "$4" "$5" "$2" <"$1" >"$2.p" &
+    relayed=$!
+    capture "$2.p" "$2" "$3" 3>&-
+    captured=$?
+    wait "$relayed"  # its last piece is offered before the answer is noted
+    return "$captured"
+}
+
+# relay ID STREAM OUT: stdin to stdout as it comes (one read at a time: dd
+# without fullblock), each piece also offered to the writer, which sends it
+# in an output frame (`chunk`).  One piece waits for the writer at a time,
+# in OUT.c; what arrives meanwhile gathers in OUT.b, up to 64 KiB: more,
+# and OUT.b is dropped (the next frame says gap: true, so the runner drops
+# the line it cut), so a command is never slowed by the runner's progress.
+relay() {
+    gap=false held=0
+    : >"$3.b"
+    while :; do
+        LC_ALL=C dd bs=65536 count=1 2>/dev/null >"$3.i"
+        size=$(($(wc -c <"$3.i")))
+        if [ "$size" -gt 0 ]; then
+            cat "$3.i" || break  # the capture is gone (killed): nothing to relay to
+            if [ $((held + size)) -gt 65536 ]; then
+                : >"$3.b"
+                held=0 gap=true
+            fi
+            cat "$3.i" >>"$3.b"
+            held=$((held + size))
+        elif [ "$held" -gt 0 ]; then  # the end: the last piece, once the writer took the last
+            while [ -e "$3.c" ]; do sleep 0.01; done
+        fi
+        if [ "$held" -gt 0 ] && [ ! -e "$3.c" ]; then
+            mv "$3.b" "$3.c"
+            note "$1" chunk "$2" "$held" "$gap" "$3.c"
+            : >"$3.b"
+            gap=false held=0
+        fi
+        [ "$size" -gt 0 ] || break
+    done
+    exec >&-
+    cat >/dev/null  # (the capture gone) the rest, so the command is not blocked
 }
 
 # plan OUT CAP HEAD_SIZE TAIL_SIZE STATUS: what `stream` sends of a captured
@@ -531,13 +594,14 @@ stop() {
     kill_tree "$ce"
 }
 
-# kill_tree PID: a job of ours (a capture, a copy) and its children; stopped
-# first, so it cannot start another child while they are found
+# kill_tree PID: a job of ours (a capture, a copy) and its descendants (a
+# relay's dd); stopped first, so it cannot start another child while they
+# are found
 kill_tree() {
     kill -STOP "$1" 2>/dev/null || return
     for stat in /proc/[0-9]*/stat; do
         read -r child comm state parent rest 2>/dev/null <"$stat" || continue
-        [ "$parent" = "$1" ] && kill -KILL "$child" 2>/dev/null
+        [ "$parent" = "$1" ] && kill_tree "$child"
     done
     kill -KILL "$1" 2>/dev/null
 }
@@ -568,7 +632,7 @@ read -r TOKEN || exit 0
 PIPES_NEXT=0 PIPES_END=0
 while read -r token op id user a b n; do
     [ "$token" = "$TOKEN" ] || exit 1
-    case $op in ping | exec | read | write | kill) ;; *) exit 1 ;; esac
+    case $op in ping | exec | stream | read | write | kill) ;; *) exit 1 ;; esac
     case $id$a$b$n in '' | *[!0-9]*) exit 1 ;; esac
     case $user in - | [0-9]*:[0-9]*) ;; *) exit 1 ;; esac
     case ${user#*:}${user%%:*} in *[!0-9-]*) exit 1 ;; esac
@@ -599,9 +663,9 @@ while read -r token op id user a b n; do
     done
     case $op in
     ping) note "$id" ping ;;
-    exec)
+    exec | stream)
         if pipes; then
-            run_exec "$id" "$user" "$a" "$b" </dev/null &
+            run_exec "$id" "$user" "$a" "$b" "$op" </dev/null &
         else
             fail "$id" OSError "could not make the output pipes"
         fi

@@ -1,0 +1,190 @@
+"""A Docker step's output reaches the live progress while it runs (issue 31).
+
+The exec channel's helpers answer a command when it ends; a command whose
+output someone listens to (``core.output.listen_output``: the CLI's
+progress) asks for its output as it comes too, in output frames before the
+answer.  On real containers, every image (the Python helper on the full
+and the python3-minimal images, the shell helper on busybox, and the shell
+helper on the full image too):
+
+- a line shows while its command still runs: the command waits for a file
+  that the test writes only once the line reached the listener (without
+  streaming it would reach it only at the end, and the test would hang
+  until its guard);
+- the result is byte for byte the one a command nobody listens to gets;
+- a secret printed in two writes, the second only once the first arrived
+  as a chunk of its own, never reaches the listener, in part or whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+import runner as agents
+from runner.core import output as core_output
+from runner.core.events import add_secrets
+from runner.core.output import listen_output
+from runner.core.redaction import secret_text_forms
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+#: No command here should take long; the guard only turns a hang into a failure.
+GUARD_SECONDS = 60
+
+#: (image kind, exec_channel): every helper on every image that has it.
+HELPERS = [("full", "python"), ("full", "shell"), ("minimal", "auto"), ("busybox", "auto")]
+
+
+async def open_session(backend: Any, **options: Any) -> Any:
+    env = backend.environment(**options)
+    return await agents.Agent(model="m", environment=env).start_session()
+
+
+def on_image(request: pytest.FixtureRequest, tmp_path: Any, kind: str) -> Any:
+    from conftest import _docker_on
+
+    return _docker_on(request, tmp_path, "docker", kind)
+
+
+@pytest.fixture(params=HELPERS, ids=[f"{kind}-{helper}" for kind, helper in HELPERS])
+def helper_backend(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """(backend, exec_channel, image kind) for one image and helper."""
+    kind, helper = request.param
+    backend = on_image(request, tmp_path, kind)
+    yield backend, helper, kind
+    assert backend.leftovers() == [], f"{kind} left containers behind"
+
+
+@pytest.mark.parametrize("user", ["sandbox", "root"])
+async def test_a_line_shows_while_its_command_runs(helper_backend, user: str) -> None:
+    """As the sandbox user (the Python helper's spawner relays the chunks)
+    and as root (the helper's own command)."""
+    backend, helper, kind = helper_backend
+    async with await open_session(backend, exec_channel=helper, user=user) as session:
+        box = session.sandbox
+        seen: list[tuple[str, str]] = []
+        first = anyio.Event()
+
+        def listener(stream: str, line: str) -> None:
+            seen.append((stream, line))
+            if line == "compiling part 1":
+                first.set()
+
+        async def touch_once_seen() -> None:
+            await first.wait()
+            await box.execute("touch /tmp/go")
+
+        with anyio.fail_after(GUARD_SECONDS), listen_output(listener):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(touch_once_seen)
+                result = await box.execute(
+                    "echo compiling part 1; echo warned >&2;"
+                    " while [ ! -e /tmp/go ]; do sleep 0.05; done; printf 'linking'"
+                )
+        expected = "python" if helper == "python" or kind == "minimal" else "shell"
+        assert box.channel is not None and box.channel.kind == expected
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            0,
+            "compiling part 1\nlinking",
+            "warned\n",
+        )
+        # the line came before the command ended; all of them, once each
+        assert sorted(seen) == [
+            ("stderr", "warned"),
+            ("stdout", "compiling part 1"),
+            ("stdout", "linking"),
+        ]
+
+
+#: Commands whose results must not depend on whether the output streamed:
+#: both streams, no newline at the end, bytes that are not UTF-8, output over
+#: the cap (head, marker, tail), a timeout, a kill.
+COMMANDS = [
+    "echo out; echo err >&2; printf 'no newline'",
+    "printf '\\377\\376 not utf-8 \\000 nul\\n'",
+    "i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done",
+    "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo tail",
+    "head -c 200000 /dev/zero | tr '\\0' y >&2; echo small",
+    "echo before; sleep 30",
+    "echo dying; kill -9 $$",
+]
+
+
+def observed(result: Any) -> tuple[Any, ...]:
+    return (
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+        result.timed_out,
+        result.output_truncated,
+    )
+
+
+async def test_a_streamed_result_is_the_one_nobody_listening_gets(helper_backend) -> None:
+    backend, helper, _kind = helper_backend
+    async with await open_session(
+        backend, exec_channel=helper, output_cap_bytes=1 << 20
+    ) as session:
+        box = session.sandbox
+        for command in COMMANDS:
+            timeout = 2 if "sleep 30" in command else None
+            with anyio.fail_after(GUARD_SECONDS):
+                plain = await box.execute(command, timeout_seconds=timeout)
+                lines: list[str] = []
+                with listen_output(lambda _stream, line, into=lines: into.append(line)):
+                    streamed = await box.execute(command, timeout_seconds=timeout)
+            assert observed(streamed) == observed(plain), command
+            assert lines, command  # it did stream
+        assert box.channel is not None  # no frame ended the channel
+
+
+SECRET = "hunter2-Secret Value/93+x"
+HALVES = (SECRET[:10], SECRET[10:])
+
+
+async def test_a_secret_split_across_two_chunks_never_reaches_the_listener(
+    helper_backend, monkeypatch
+) -> None:
+    """The step prints the first half, then waits until the test saw that
+    half arrive as a chunk of its own (the raw chunks are watched where the
+    channel hands them to the line splitter), then prints the rest.  The
+    listener gets the whole line, scrubbed, and no piece of the secret."""
+    backend, helper, _kind = helper_backend
+    chunks: list[bytes] = []
+    half_arrived = anyio.Event()
+    feed = core_output.OutputLines.feed
+
+    def watched(self: Any, stream: str, chunk: bytes) -> None:
+        chunks.append(chunk)
+        if HALVES[0].encode() in chunk:
+            half_arrived.set()
+        feed(self, stream, chunk)
+
+    monkeypatch.setattr(core_output.OutputLines, "feed", watched)
+    async with await open_session(backend, exec_channel=helper) as session:
+        box = session.sandbox
+        add_secrets(secret_text_forms(SECRET))
+        seen: list[str] = []
+
+        async def go_once_half_arrived() -> None:
+            await half_arrived.wait()
+            await box.execute("touch /tmp/go")
+
+        with anyio.fail_after(GUARD_SECONDS), listen_output(lambda _s, line: seen.append(line)):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(go_once_half_arrived)
+                result = await box.execute(
+                    'printf "first: %s" "$A"; while [ ! -e /tmp/go ]; do sleep 0.05; done;'
+                    ' printf "%s :last\\n" "$B"; echo visible-marker',
+                    env={"A": HALVES[0], "B": HALVES[1]},
+                )
+        assert result.exit_code == 0, result
+        # the halves came apart: the first without the second
+        assert any(HALVES[0].encode() in c and HALVES[1].encode() not in c for c in chunks)
+        shown = "\n".join(seen)
+        for piece in (SECRET, *HALVES):
+            assert piece not in shown, seen
+        assert "first: *** :last" in seen and "visible-marker" in seen, seen
