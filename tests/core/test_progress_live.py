@@ -14,6 +14,7 @@ import re
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import RUNNER_CLI
@@ -286,3 +287,54 @@ def test_each_input_set_shows_its_own_output_lines_and_quiet_hides_them(tmp_path
     assert quiet.returncode == 0, quiet.stderr
     assert not [line for line in quiet.stderr.splitlines() if line.startswith("[")], quiet.stderr
     assert "2 session(s), 2 ok, 0 failed" in quiet.stderr
+
+
+def _container_of_child(docker_client: Any) -> Any:
+    """The container a ``runner`` child of this test process made (its
+    owner-pid label names a process whose parent is this one), or None."""
+    from runner.sandboxes.docker.engine import LABEL_OWNER_PID
+
+    for container in docker_client.containers.list(filters={"label": LABEL_OWNER_PID}):
+        pid = container.labels.get(LABEL_OWNER_PID, "")
+        try:
+            stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            return container
+    return None
+
+
+@pytest.mark.parametrize("image_kind", ["full", "busybox"])
+def test_a_terminal_shows_a_docker_steps_last_output_line(
+    tmp_path: Path, docker_client: Any, image_tags: dict[str, str], image_kind: str
+) -> None:
+    """The same live line for a step in a Docker sandbox (the Python helper
+    on the full image, the shell helper on busybox): its helper streams the
+    output.  The step waits for a file in the container, which the test
+    makes (``docker exec``) once the terminal showed its second line."""
+    path = tmp_path / "docker.yaml"
+    path.write_text(
+        STEPS.replace(
+            "sandbox: local", f"sandbox: docker\n    image: {image_tags[image_kind]}"
+        ).replace(
+            "- run: sleep 1.2",
+            "- name: build\n"
+            "            run: echo compiling part 1; echo compiling part 2; "
+            "while [ ! -e /tmp/go ]; do sleep 0.05; done",
+        )
+    )
+    live = re.compile(rb"    \[2\] build \.\.\.  \d+\.\ds\x1b\[2m  \| compiling part 2\x1b\[0m")
+    touched: list[Any] = []
+
+    def on_output(shown: bytes) -> None:
+        if not touched and live.search(shown):
+            container = _container_of_child(docker_client)
+            if container is not None:
+                touched.append(container.exec_run(["touch", "/tmp/go"]).exit_code)
+
+    code, shown = run_on_a_terminal(["run", str(path)], tmp_path, on_output=on_output)
+    text = shown.decode(errors="replace")
+    assert code == 0, text
+    assert touched == [0], text
+    assert re.search(r"\[2\] build ok \(\d", text), text

@@ -210,6 +210,9 @@ BAD_FRAMES = {
         {**EXEC_FIELDS, "id": id_, "stdout_len": 100, "stdout_total": 100, "stderr_total": 0},
         b"forged\n",
     ),
+    "an output frame for a command that did not ask": lambda id_: frame(
+        {"id": id_, "output": "stdout", "gap": False}, b"forged\n"
+    ),
     "an id not in flight": lambda id_: frame(
         {**EXEC_FIELDS, "id": id_ ^ 1, "stdout_len": 7, "stdout_total": 7, "stderr_total": 0},
         b"forged\n",
