@@ -260,7 +260,7 @@ async def _run_parallel(
             concurrency=parallel,
             listener_for=listener_for,
             output_for=None if display is None else (lambda index: printers[index].output),
-            every_line=verbose or interval == 0,
+            every_line=verbose,
         )
     )
     outcomes = outcomes or []
@@ -342,7 +342,7 @@ async def _run_session(
         emit_json(event)
 
     # --quiet: no output lines either (the printer would drop them anyway)
-    every_line = display[0] or display[1] == 0
+    every_line = display[0]
     lines = (
         contextlib.nullcontext() if quiet else listen_output(printer.output, every_line=every_line)
     )
@@ -366,8 +366,8 @@ async def _run_session(
 
 
 def _progress_interval() -> float:
-    """``RUNNER_PROGRESS_INTERVAL``: seconds between two plain progress lines
-    of a running step in a log (not a terminal); 0 writes one per output line."""
+    """``RUNNER_PROGRESS_INTERVAL``: seconds between two "still running"
+    lines of a running step in a log (not a terminal); 0: none."""
     import os
 
     from ..core.progress import DEFAULT_INTERVAL

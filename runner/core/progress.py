@@ -38,6 +38,7 @@ or a pipe, it is written exactly as it is.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from typing import Any, TextIO
 
@@ -65,9 +66,10 @@ def terminal_safe(text: str, *, keep_lines: bool = False) -> str:
     return (_UNSAFE_IN_TEXT if keep_lines else _UNSAFE).sub(_escape, text)
 
 
-#: Seconds between two plain progress lines of one running step in a log
-#: (``RUNNER_PROGRESS_INTERVAL`` sets it; 0 shows every output line).
-DEFAULT_INTERVAL = 10.0
+#: Seconds between two "still running" lines of one running step in a log
+#: (``RUNNER_PROGRESS_INTERVAL`` sets it; 0: none).  Half a minute: a CI log
+#: of a 4-minute clone gets 8 lines saying it is alive, not hundreds.
+DEFAULT_INTERVAL = 30.0
 #: The most of an output line the progress keeps (the terminal crops it further).
 _LINE_CHARS = 400
 
@@ -84,10 +86,12 @@ class ProgressPrinter:
     - ``live`` (a terminal, one session): the start line is a live one
       instead, redrawn four times a second by rich: the step's title, its
       elapsed time and its last output line, replaced by the outcome line;
-    - otherwise (a log): a plain line with the elapsed time and the last
-      output line, at most once per ``interval`` seconds per step;
+    - otherwise (a log): every ``interval`` seconds a step runs, a plain
+      ``[2] build still running (30.0s)`` line, written by a thread of
+      its own (a silent step must show it is alive too); no output content,
+      which a CI log keeps for ever (``-v`` prints it);
     - ``verbose`` (``runner run -v``): every output line, as ``      | line``
-      (above the live line on a terminal), and no plain progress lines.
+      (above the live line on a terminal).
 
     Every line written, output included, goes through :func:`terminal_safe`.
     """
@@ -112,30 +116,55 @@ class ProgressPrinter:
         self._running: str | None = None
         self._started = 0.0
         self._last_line = ""
-        self._last_shown = 0.0
+        #: Set when what runs now ends: stops its "still running" thread.
+        self._ticking: threading.Event | None = None
+        #: Lines come from the event loop and from that thread.
+        self._lock = threading.RLock()
 
     def _write(self, text: str) -> None:
         # The whole line is escaped: the runner's own words hold no controls,
         # and every field (title, error, names) is covered, future ones too.
-        self._stop_live()
-        self.stream.write(terminal_safe(self.prefix + text) + "\n")
-        self.stream.flush()
+        with self._lock:
+            self._stop_live()
+            self.stream.write(terminal_safe(self.prefix + text) + "\n")
+            self.stream.flush()
 
     def _begin(self, text: str, *, announce: bool = True) -> None:
         """Something long may run now: a live line on a terminal, else (when
         ``announce``) its start line."""
-        self._stop_live()
+        self._end()
         self._running = text
-        self._started = self._last_shown = time.monotonic()
+        self._started = time.monotonic()
         self._last_line = ""
         if self.live:
             self._start_live()
-        elif announce:
+            return
+        if announce:
             self._write(text)
+        if 0 < self.interval < float("inf"):
+            self._ticking = threading.Event()
+            threading.Thread(
+                target=self._tick,
+                args=(self._ticking, text.removesuffix(" ..."), self._started),
+                name="runner-progress",
+                daemon=True,
+            ).start()
+
+    def _tick(self, stop: threading.Event, what: str, started: float) -> None:
+        """Until ``stop``: a plain line every ``interval`` seconds."""
+        while not stop.wait(self.interval):
+            with self._lock:
+                if stop.is_set():  # it ended while this thread waited for the lock
+                    return
+                self._write(f"{what} still running ({time.monotonic() - started:.1f}s)")
 
     def _end(self) -> None:
-        self._running = None
-        self._stop_live()
+        with self._lock:
+            self._running = None
+            if self._ticking is not None:
+                self._ticking.set()
+                self._ticking = None
+            self._stop_live()
 
     def _start_live(self) -> None:
         """A transient line with the elapsed time and the last output line
@@ -171,32 +200,28 @@ class ProgressPrinter:
             self._status = None
 
     def close(self) -> None:
-        """Remove a live line still shown (the run ended or was interrupted)."""
-        self._stop_live()
+        """Remove a live line still shown, stop the "still running" lines
+        (the run ended or was interrupted)."""
+        self._end()
 
     def output(self, stream: str, line: str) -> None:
         """One whole output line (scrubbed) of the command running now."""
         if self.verbose:
             text = terminal_safe(f"{self.prefix}      | {line}")
-            if self._status is not None:
-                from rich.text import Text
+            with self._lock:
+                if self._status is not None:
+                    from rich.text import Text
 
-                self._status.console.print(Text(text), soft_wrap=True)
-            else:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-        if self._running is None:
-            return
+                    self._status.console.print(Text(text), soft_wrap=True)
+                else:
+                    self.stream.write(text + "\n")
+                    self.stream.flush()
+        if self._running is None or not self.live:
+            return  # a log shows no output content unless -v
         # What a terminal would leave of a line redrawn with carriage returns.
         shown = terminal_safe(line.rsplit("\r", 1)[-1] or line)[:_LINE_CHARS]
-        if not shown.strip():
-            return
-        self._last_line = shown
-        now = time.monotonic()
-        if self.live or self.verbose or now - self._last_shown < self.interval:
-            return
-        self._last_shown = now
-        self._write(f"{self._running} {now - self._started:.1f}s: {shown}")
+        if shown.strip():
+            self._last_line = shown
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["event"]
