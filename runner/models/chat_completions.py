@@ -70,8 +70,13 @@ class ChatCompletionsModel:
         timeout_seconds: float = 120.0,
         max_retries: int = 3,
         backoff_seconds: float = 0.5,
+        unreachable_hint: str = "is the server running, and base_url its address?",
     ) -> None:
         self.model = model
+        #: What to set when no attempt could connect (offline, a server not
+        #: started): said at the end of the error, so the one line a CLI
+        #: user sees names the fix.
+        self.unreachable_hint = unreachable_hint
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.timeout_seconds = timeout_seconds
@@ -102,6 +107,7 @@ class ChatCompletionsModel:
         url = f"{self.base_url}/chat/completions"
         body = self.request_body(messages, tools)
         last_problem = ""
+        connected = False  # some attempt got through (an answer, or a timeout)
         # One client per call: the agent may be used from several event loops.
         async with httpx.AsyncClient(timeout=self.timeout_seconds) as client:
             for attempt in range(self.max_retries + 1):
@@ -111,11 +117,16 @@ class ChatCompletionsModel:
                     # would never trip it, so the whole request has a deadline.
                     with anyio.fail_after(self.timeout_seconds):
                         response = await client.post(url, json=body, headers=headers)
+                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                    last_problem = f"connection failed: {type(exc).__name__}"
                 except (httpx.TimeoutException, TimeoutError):
                     last_problem = f"no answer within {self.timeout_seconds:g}s"
+                    connected = True
                 except httpx.TransportError as exc:
                     last_problem = f"connection failed: {type(exc).__name__}"
+                    connected = True
                 else:
+                    connected = True
                     status = response.status_code
                     if status < 300:
                         return parse_reply(response)
@@ -131,7 +142,13 @@ class ChatCompletionsModel:
                     delay = _retry_after(response, default=delay)
                 if attempt < self.max_retries:
                     await anyio.sleep(delay)
-        raise ModelError(f"{url}: {last_problem} (after {self.max_retries + 1} attempts)")
+        attempts = f"after {self.max_retries + 1} attempts"
+        if not connected:  # offline, or nothing listens there: say what to set
+            raise ModelError(
+                f"cannot reach the model at {url} ({last_problem}, {attempts}); "
+                f"{self.unreachable_hint}"
+            )
+        raise ModelError(f"{url}: {last_problem} ({attempts})")
 
 
 def is_retryable(status: int, body: str) -> bool:
@@ -225,7 +242,11 @@ def model_for(
     limits: dict[str, Any] = {"timeout_seconds": timeout_seconds, "max_retries": max_retries}
     if base_url:
         return ChatCompletionsModel(
-            name, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY"), **limits
+            name,
+            base_url=base_url,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            unreachable_hint="start the server, or set the agent's base_url to where it runs",
+            **limits,
         )
     api_key = os.environ.get("MISTRAL_API_KEY")
     if not api_key:
@@ -234,4 +255,10 @@ def model_for(
             "or give the agent a base_url for an OpenAI-compatible server"
         )
     server = os.environ.get("MISTRAL_SERVER_URL") or MISTRAL_SERVER_URL
-    return ChatCompletionsModel(name, base_url=server, api_key=api_key, **limits)
+    hint = (
+        "check the network (offline?), or set the agent's base_url to a reachable "
+        "OpenAI-compatible server (MISTRAL_SERVER_URL for another Mistral API address)"
+    )
+    return ChatCompletionsModel(
+        name, base_url=server, api_key=api_key, unreachable_hint=hint, **limits
+    )
