@@ -112,7 +112,7 @@ class ProgressPrinter:
         self.interval = interval
         self._status: Any = None
         #: What runs now (a step's start line, or a tool call's), since when,
-        #: its last output line, and when a plain progress line was last written.
+        #: and its last output line (shown on the live line).
         self._running: str | None = None
         self._started = 0.0
         self._last_line = ""
