@@ -36,7 +36,12 @@ class ChannelOutput:
 
     def __call__(self, stream: str, chunk: bytes, gap: bool) -> None:
         """In the reader thread: one output frame."""
-        self._schedule(self._context.run, self._feed, stream, chunk, gap)
+        if self._closed:  # its command's task is gone (cancelled): nobody to show it to
+            return
+        try:
+            self._schedule(self._context.run, self._feed, stream, chunk, gap)
+        except RuntimeError:  # the event loop closed meanwhile
+            self._closed = True
 
     def _feed(self, stream: str, chunk: bytes, gap: bool) -> None:
         if self._closed:  # a chunk of a command whose task was cancelled
