@@ -392,20 +392,26 @@ capture_streamed() {
 # in OUT.c; what arrives meanwhile gathers in OUT.b, up to 64 KiB: more,
 # and OUT.b is dropped (the next frame says gap: true, so the runner drops
 # the line it cut), so a command is never slowed by the runner's progress.
+# A piece goes to stdout (the capture) through tee, before it is stored:
+# where it cannot be stored (the tmpfs full), the capture still gets every
+# byte, and the rest passes through unstreamed.
 relay() {
     gap=false held=0
-    : >"$3.b"
+    : >"$3.b" || exec cat
     while :; do
-        LC_ALL=C dd bs=65536 count=1 2>/dev/null >"$3.i"
+        LC_ALL=C dd bs=65536 count=1 2>/dev/null | tee "$3.i" || exec cat
         size=$(($(wc -c <"$3.i")))
         if [ "$size" -gt 0 ]; then
-            cat "$3.i" || break  # the capture is gone (killed): nothing to relay to
             if [ $((held + size)) -gt 65536 ]; then
                 : >"$3.b"
                 held=0 gap=true
             fi
-            cat "$3.i" >>"$3.b"
-            held=$((held + size))
+            if cat "$3.i" >>"$3.b"; then
+                held=$((held + size))
+            else  # cut short: never sent, so no line is made of pieces apart
+                : >"$3.b"
+                held=0 gap=true
+            fi
         elif [ "$held" -gt 0 ]; then  # the end: the last piece, once the writer took the last
             while [ -e "$3.c" ]; do sleep 0.01; done
         fi
@@ -417,8 +423,6 @@ relay() {
         fi
         [ "$size" -gt 0 ] || break
     done
-    exec >&-
-    cat >/dev/null  # (the capture gone) the rest, so the command is not blocked
 }
 
 # plan OUT CAP HEAD_SIZE TAIL_SIZE STATUS: what `stream` sends of a captured
