@@ -188,3 +188,26 @@ async def test_a_secret_split_across_two_chunks_never_reaches_the_listener(
         for piece in (SECRET, *HALVES):
             assert piece not in shown, seen
         assert "first: *** :last" in seen and "visible-marker" in seen, seen
+
+
+async def test_a_full_channel_directory_costs_the_streaming_not_the_result(
+    docker_backend,
+) -> None:
+    """The shell helper stores each piece it relays in its tmpfs; full (only
+    root can fill it), nothing is streamed, the command runs to its end,
+    and its result is the one a command nobody listens to gets in the same
+    state (cut and marked); the channel stays."""
+    async with await open_session(docker_backend, exec_channel="shell", user="root") as session:
+        box = session.sandbox
+        await box.execute("dd if=/dev/zero of=/run/sandbox-runner/fill bs=1M 2>/dev/null")
+        command = "seq 1 200000 | wc -l; echo done"
+        with anyio.fail_after(GUARD_SECONDS):
+            plain = await box.execute(command)
+            with listen_output(lambda _stream, _line: None):
+                streamed = await box.execute(command)
+        await box.execute("rm /run/sandbox-runner/fill")
+        assert observed(streamed) == observed(plain)
+        assert streamed.exit_code == 0, streamed  # cut and marked, as any output there
+        assert box.channel is not None
+        after = await box.execute(command)
+        assert (after.exit_code, after.stdout) == (0, "200000\ndone\n"), after
