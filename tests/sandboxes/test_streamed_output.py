@@ -211,3 +211,38 @@ async def test_a_full_channel_directory_costs_the_streaming_not_the_result(
         assert box.channel is not None
         after = await box.execute(command)
         assert (after.exit_code, after.stdout) == (0, "200000\ndone\n"), after
+
+
+#: Root's copies of the shell helper's tools: a relay's or a capture's left
+#: behind would show here.
+COUNT_ROOT_COPIES = (
+    "n=0; for p in /proc/[0-9]*; do"
+    ' [ "$(stat -c %u $p 2>/dev/null)" = 0 ] || continue;'
+    " case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in dd*|tee*|tail*|head*|wc*|cat*) n=$((n+1));; esac;"
+    " done; echo $n"
+)
+
+
+async def test_a_process_that_leaves_the_group_cannot_hold_a_streamed_answer(
+    docker_on_every_image,
+) -> None:
+    """A child in a session of its own keeps the pipes of a streamed command:
+    the answer comes at the timeout and a grace, as unstreamed, and no relay, capture or copy of the shell helper's is left (``kill_tree``
+    reaches a relay's ``dd``, a grandchild)."""
+    command = "echo started; setsid sleep 300 & sleep 100"
+    async with await open_session(docker_on_every_image, exec_channel="shell") as session:
+        box = session.sandbox
+        before = await box.execute_as_root(COUNT_ROOT_COPIES)
+        with anyio.fail_after(GUARD_SECONDS):
+            plain = await box.execute(command, timeout_seconds=2)
+            with listen_output(lambda _stream, _line: None):
+                streamed = await box.execute(command, timeout_seconds=2)
+        await anyio.sleep(0.5)
+        after = await box.execute_as_root(COUNT_ROOT_COPIES)
+        assert (await box.execute("echo on")).stdout == "on\n"
+    for result in (plain, streamed):
+        # what had arrived when the captures were killed: "started", or
+        # nothing if it was still in a capture's dd (either way, never cut)
+        assert (result.exit_code, result.timed_out) == (124, True), result
+        assert result.stdout in ("started\n", "") and not result.output_truncated, result
+    assert int(after.stdout) <= int(before.stdout), (before.stdout, after.stdout)
