@@ -7,12 +7,15 @@ Python-class hooks and hooks compiled from YAML both end up here.  The rules
    is built; ``resolve_inputs`` validates the session's values before any
    sandbox exists.
 2. Create the sandbox (the backend leaves nothing behind if that fails).
-3. ``on_create`` of each hook in list order, each with a fresh context.
+3. ``on_create`` of each hook in list order, each with a fresh context;
+   then the sandbox is handed to the agent (``Sandbox.hand_to_agent``: on
+   Docker its tools run as another uid than the hooks').
 4. If an ``on_create`` raises: later hooks do not run, the hooks that
    completed get ``on_destroy`` in reverse order (errors logged), the sandbox
    is deleted, and the hook's own exception propagates.
 5. Close: every process the sandbox's commands left running is killed (the
-   agent's: nothing it started may run beside a hook), then ``on_destroy`` of
+   agent's: nothing it started may run beside a hook), the workspace is
+   handed back to the hooks with a new HOME, then ``on_destroy`` of
    every hook in reverse order, each exactly once, errors logged and skipped
    past; then the sandbox is deleted, always.
    Cleanup is shielded from cancellation, so Ctrl-C or a cancelled task still
@@ -294,6 +297,9 @@ async def _destroy_then_delete(
 
 #: How long killing the agent's processes before ``on_destroy`` may take.
 END_PROCESSES_SECONDS = 60.0
+#: How long a hand-over of the workspace between the hooks and the agent may
+#: take (a chown of every file: ~10k files a second on a slow disk).
+HANDOVER_SECONDS = 600.0
 
 
 async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
@@ -323,10 +329,14 @@ async def _end_processes(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
 
 
 async def _fresh_home(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
-    """Give the ``on_destroy`` hooks a new, empty ``HOME`` (the agent's is
-    its own: ``.gitconfig`` or user site-packages would run its
-    code in a hook); False (a failure recorded and logged) if that failed."""
+    """Hand the workspace back to the hooks (``Sandbox.hand_to_hooks``: on
+    Docker, what the agent wrote becomes the hooks' uid's) and give the
+    ``on_destroy`` hooks a new, empty ``HOME`` (the agent's is its own:
+    ``.gitconfig`` or user site-packages would run its code in a hook);
+    False (a failure recorded and logged) if either failed."""
     try:
+        with anyio.fail_after(HANDOVER_SECONDS):
+            await sandbox.hand_to_hooks()
         with anyio.fail_after(END_PROCESSES_SECONDS):
             await sandbox.fresh_home()
     except Exception as exc:
@@ -334,8 +344,9 @@ async def _fresh_home(sandbox: Sandbox, failures: list[HookFailure]) -> bool:
             "cleanup",
             "on_destroy",
             type(exc).__name__,
-            f"could not give the hooks a new HOME ({str(exc) or 'timed out'}), "
-            "so no on_destroy hook ran (one would read the agent's files as its own)",
+            "could not hand the workspace back to the hooks or give them a new HOME "
+            f"({str(exc) or 'timed out'}), so no on_destroy hook ran (one would read the "
+            "agent's files as its own)",
         )
         failures.append(failure)
         logger.error("%s (session %s)", failure, sandbox.session_id, extra=REPORTED)
@@ -404,6 +415,7 @@ async def open_sandbox(
             completed.append(hook_plan)  # a skipped cached hook still gets on_destroy
             if key is not None and snapshot is None and index + 1 == len(plan.cached):
                 await _save_snapshot(environment, sandbox, key)
+        await _hand_to_agent(sandbox)
     except BaseException:
         try:
             await _destroy_then_delete(
@@ -445,6 +457,7 @@ async def resume_sandbox(
             if index not in completed:
                 await _call_hook(hook_plan, "on_create", sandbox, inputs)
             done.append(hook_plan)
+        await _hand_to_agent(sandbox)
     except BaseException:
         try:
             await _destroy_then_delete(
@@ -460,6 +473,13 @@ async def resume_sandbox(
             )
         raise
     return sandbox
+
+
+async def _hand_to_agent(sandbox: Sandbox) -> None:
+    """After the last ``on_create``: the sandbox is the agent's from now
+    (``Sandbox.hand_to_agent``); a failure unwinds like a failed hook."""
+    with anyio.fail_after(HANDOVER_SECONDS):
+        await sandbox.hand_to_agent()
 
 
 async def _save_snapshot(environment: SandboxEnvironment, sandbox: Sandbox, key: str) -> None:

@@ -167,6 +167,17 @@ class Sandbox(abc.ABC):
         (``SandboxEnvironment.reattach``); no secret.  Empty: it cannot be."""
         return {}
 
+    async def hand_to_agent(self) -> None:
+        """After the last ``on_create``: the agent's tools run from now on, as
+        a principal of their own where the backend has one (Docker: another
+        uid than the hooks', which gets the workspace; see
+        ``sandboxes.docker.owners``).  Nothing here: one principal."""
+
+    async def hand_to_hooks(self) -> None:
+        """Before ``on_destroy``, once the agent's processes are killed: the
+        hooks run from now on, and own what the agent wrote in the
+        workspace.  The reverse of ``hand_to_agent``."""
+
     async def fresh_home(self) -> str | None:
         """Point ``HOME`` of every later command at a new, empty directory:
         the lifecycle calls it once the agent's processes are gone, before

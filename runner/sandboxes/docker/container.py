@@ -40,7 +40,8 @@ from .exec import (
 )
 from .files import FILE_CHUNK_BYTES, NO_CHANNEL, FileMoves, _NoChannel
 from .live_output import ChannelOutput
-from .processes import SANDBOX_GID, SANDBOX_UID, SandboxProcesses
+from .owners import WORKSPACE, Owners, Principal
+from .processes import SandboxProcesses
 
 if TYPE_CHECKING:
     import docker
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 logger = logging.getLogger("runner")
 
-WORKSPACE = "/workspace"
-SANDBOX_HOME = "/home/sandbox"
 #: Files travel over the exec channel in pieces of this size.
 #: Exit status of a command whose exec channel was lost mid-way (as ssh).
 CHANNEL_LOST_EXIT_CODE = 255
@@ -73,7 +72,7 @@ HOST_GRACE_SECONDS = 5.0
 
 #: Lists (``list``) or kills (``kill``) a user's processes but those kept, as
 #: root; see ``DockerSandbox.end_processes``.
-class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
+class DockerSandbox(Owners, FileMoves, SandboxProcesses, Sandbox):
     """One session's live container."""
 
     def __init__(
@@ -98,6 +97,9 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
         self.shell = shell
         self.default_exec_timeout_seconds = default_exec_timeout_seconds
         self.user = user
+        #: Whose commands run now (see ``owners``): the hooks' until the
+        #: last ``on_create``.
+        self.principal: Principal = "hooks"
         self._deleted = False
         self._delete_lock: anyio.Lock | None = None  # made in the loop that deletes
         self.channel: ExecChannel | None = None
@@ -137,12 +139,6 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
             "label_session_id": self.label_session_id or self.session_id,
         }
 
-    def _ids(self, *, root: bool = False) -> list[int] | None:
-        """The uid and gid the helper switches to (None: stay root)."""
-        if root or self.user == "root":
-            return None
-        return [SANDBOX_UID, SANDBOX_GID]
-
     async def _as_user(self, argv: list[str], *, root: bool = False) -> tuple[list[str], str]:
         """``argv`` and the ``docker exec --user`` that run it as the sandbox
         user on the per-command path: started as root and dropped inside
@@ -178,20 +174,6 @@ class DockerSandbox(FileMoves, SandboxProcesses, Sandbox):
             )
         if detect_shell and found.get("bash"):
             self.shell = "bash"
-
-    async def hand_over_workspace(self) -> None:
-        """Give the workspace and HOME to the sandbox user (as root, once, after
-        the setup script, so what it put there is the user's too)."""
-        dirs = f"{SANDBOX_HOME} {WORKSPACE}"
-        result = await self.execute_as_root(
-            f"mkdir -p -- {dirs} && chown -R {SANDBOX_UID}:{SANDBOX_GID} -- {dirs}",
-            timeout_seconds=PROBE_SECONDS,
-        )
-        if result.exit_code != 0:
-            raise SandboxUnavailableError(
-                f"could not give {WORKSPACE} and {SANDBOX_HOME} to the sandbox user in image "
-                f"{self.image!r}: {result.stderr.strip()[-500:]}"
-            )
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(WORKSPACE, path))

@@ -52,8 +52,10 @@ class DurableContainers:
         labels with ``record["label_session_id"]`` (default ``session_id``; a
         pooled container keeps its ``pool-...`` label) as its session, and be
         running.  A fresh exec channel is
-        started, as at creation; nothing else runs (the setup script and the
-        workspace hand-over were done when it was created).  Raises
+        started, as at creation, and whose turn it is (the hooks' or the
+        agent's) is read from the workspace's owner; nothing else runs (the
+        setup script and the workspace hand-over were done when it was
+        created).  Raises
         ``SandboxUnavailableError`` saying why if the container is gone, is
         not running, or belongs to another session.
         """
@@ -82,6 +84,7 @@ class DurableContainers:
             if self.exec_channel:
                 await sandbox.open_channel(self.exec_channel)
             await sandbox.prepare(detect_shell=self.shell is None)
+            await sandbox.read_principal()  # the hooks' turn or the agent's
         except BaseException:
             if sandbox.channel is not None:  # the container stays: the caller decides
                 sandbox.channel.close()

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 from ...core.network import Network
-from .container import SANDBOX_GID, SANDBOX_HOME, SANDBOX_UID, WORKSPACE
 from .engine import (
     LABEL,
     LABEL_DURABLE,
@@ -28,6 +27,7 @@ from .engine import (
     current_scope,
     process_start_time,
 )
+from .owners import HOOK_GID, HOOK_UID, SANDBOX_HOME, WORKSPACE
 
 #: Every capability is dropped, then only these are given back, each for a
 #: reason.  They are root's only (the helper, the setup script, ``user:
@@ -140,7 +140,7 @@ class ContainerOptions:
         if self.memory:
             options["mem_limit"] = self.memory
         owner = (
-            f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0755"
+            f"uid={HOOK_UID},gid={HOOK_GID},mode=0755"  # the hooks run first (``owners``)
             if self.user == "sandbox"
             else "mode=1777"
         )

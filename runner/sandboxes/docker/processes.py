@@ -1,7 +1,8 @@
-"""The sandbox user's processes: listed before a turn, killed after it and
+"""The agent's processes: listed before a turn, killed after it and
 before ``on_destroy`` (issue 26).
 
-Root lists and kills every process of the sandbox user (uid 1000) with a
+Root lists and kills every process of the agent's uid (1000; the hooks run
+as another, see ``owners``) with a
 script of shell builtins only (``PROCESSES_SCRIPT``), round after round, so
 a loop forking as fast as it can is caught too, and with the pids limit
 raised for that moment if the agent's processes hold every pid.  A mixin
@@ -20,14 +21,13 @@ import anyio
 from ...core.errors import SandboxUnavailableError
 from .engine import DockerClient
 from .exec import PROBE_SECONDS
+from .owners import HOOK_GID, HOOK_UID, SANDBOX_UID
 
 if TYPE_CHECKING:
     import docker
 
     from ..base import SandboxExecutionResult
 
-#: The sandbox user's uid and gid.
-SANDBOX_UID = SANDBOX_GID = 1000
 
 PROCESSES_SCRIPT = r"""
 # $1: list | kill; $2: the uid; then the processes to keep, as PID:START
@@ -124,7 +124,8 @@ class SandboxProcesses:
         @property
         def container_id(self) -> str: ...
 
-        def _ids(self, *, root: bool = False) -> list[int] | None: ...
+        @property
+        def separates_users(self) -> bool: ...
 
         async def execute_as_root(
             self, command: str, *, timeout_seconds: float | None = None
@@ -133,18 +134,18 @@ class SandboxProcesses:
     async def mark_processes(self) -> frozenset[str] | None:
         """The sandbox user's processes now, as PID:START (None under ``user:
         root``, where the agent's processes are not told apart from root's)."""
-        if self._ids() is None:
+        if not self.separates_users:
             return None
         return frozenset((await self._processes("list", ())).split())
 
     async def fresh_home(self) -> str | None:
         """A new ``HOME`` for the hooks: made by root in ``/tmp`` (mktemp, so
-        nothing the agent left there can stand in for it), the sandbox
-        user's, mode 700."""
-        if self._ids() is not None:
+        nothing the agent left there can stand in for it), the hooks' uid's
+        (``owners``), mode 700: the agent's uid can neither write nor list it."""
+        if self.separates_users:
             made = await self.execute_as_root(
                 "d=$(mktemp -d /tmp/runner-hooks-home.XXXXXXXX) && chown "
-                f'{SANDBOX_UID}:{SANDBOX_GID} "$d" && chmod 700 "$d" && printf %s "$d"',
+                f'{HOOK_UID}:{HOOK_GID} "$d" && chmod 700 "$d" && printf %s "$d"',
                 timeout_seconds=PROBE_SECONDS,
             )
             if made.exit_code != 0 or not made.stdout.startswith("/tmp/runner-hooks-home."):
@@ -155,15 +156,16 @@ class SandboxProcesses:
         return self.home
 
     async def end_processes(self, *, since: frozenset[str] | None = None) -> int | None:
-        """Kill every process of the sandbox user (uid 1000) but those in the
+        """Kill every process of the agent's uid (1000) but those in the
         mark ``since`` and the ones they forked since (a hook's service that
         starts a worker later; the turn's commands descend from the root
         helper, never from a marked process): as root, by uid, round after
         round until none is left, so a loop forking as fast as it can is
-        caught too.  ``on_destroy`` comes after a kill with no mark.  Nothing
-        under ``user: root``.  Raises ``SandboxUnavailableError`` if it could
-        not be done."""
-        if self._ids() is None:
+        caught too.  ``on_destroy`` comes after a kill with no mark.  The
+        hooks' processes (their uid is another, ``owners``) are never
+        killed.  Nothing under ``user: root``.  Raises
+        ``SandboxUnavailableError`` if it could not be done."""
+        if not self.separates_users:
             return None
         keep = sorted(p for p in since or () if _PROCESS.fullmatch(p))
         return int(await self._processes("kill", keep))

@@ -21,8 +21,9 @@ import anyio
 
 from ...core.errors import SandboxUnavailableError
 from ..base import Sandbox
-from .container import SANDBOX_HOME, WORKSPACE, DockerSandbox
+from .container import DockerSandbox
 from .engine import DockerClient, ensure_image
+from .owners import HOOK_UID, SANDBOX_HOME, WORKSPACE
 from .snapshots import RESTORE_COMMAND, commit_snapshot, find_snapshot, image_id
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class SnapshotSeeding:
                 "image_id": await self.client.call(_present_image_id, self.image),
                 "setup_script": self.setup_script,
                 "user": self.user,
+                # Snapshots made before the hooks had a uid of their own
+                # hold a workspace the agent's uid owns (``owners``).
+                "owners": f"hooks:{HOOK_UID}",
                 "env": self.env,
                 "shell": self.shell,
                 # A snapshot with its workspace in the image cannot seed a
