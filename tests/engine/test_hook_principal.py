@@ -208,3 +208,34 @@ async def test_the_workspace_is_handed_between_hooks_and_agent(docker_on_every_i
         *[str(HOOK_UID)] * 3,
         str(SANDBOX_UID),  # the link's target: not followed
     ], destroyed
+
+
+class ListsProcesses(StartsAService):
+    """The service of ``StartsAService``; ``on_destroy`` lists what runs."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(marker)
+        self.running = ""
+
+    async def on_destroy(self, ctx: agents.SandboxCallbackContext) -> None:
+        found = await ctx.sandbox.execute(
+            "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
+        )
+        self.running = found.stdout
+
+
+async def test_a_hooks_service_is_ended_before_on_destroy(docker_on_every_image) -> None:
+    """The hook's service lives through the turn (the agent cannot end it),
+    and is killed before ``on_destroy``, after the agent's processes: it may
+    have run what the agent wrote (a dev server, a test watcher), and as
+    the hooks' uid that could read an ``on_destroy`` step's secrets.  With
+    only the agent's uid killed, the service was still running."""
+    marker = f"hook-service-{uuid.uuid4().hex}"
+    hook = ListsProcesses(marker)
+
+    async def check(sandbox, output: str) -> None:
+        assert await service_lives(sandbox, marker)
+
+    await agent_runs(docker_on_every_image, [hook], "true", check)
+    assert "/proc" in hook.running, "on_destroy listed nothing"
+    assert f": {marker};" not in hook.running, "the hook's service ran beside on_destroy"

@@ -1,9 +1,9 @@
 """The agent's processes: listed before a turn, killed after it and
 before ``on_destroy`` (issue 26).
 
-Root lists and kills every process of the agent's uid (1000; the hooks run
-as another, see ``owners``) with a
-script of shell builtins only (``PROCESSES_SCRIPT``), round after round, so
+Root lists and kills every process of the agent's uid (1000; before
+``on_destroy`` the hooks' uid's too, see ``owners``) with a script of shell
+builtins only (``PROCESSES_SCRIPT``), round after round, so
 a loop forking as fast as it can is caught too, and with the pids limit
 raised for that moment if the agent's processes hold every pid.  A mixin
 of ``DockerSandbox``, split from ``container`` (issue 27).
@@ -161,17 +161,23 @@ class SandboxProcesses:
         starts a worker later; the turn's commands descend from the root
         helper, never from a marked process): as root, by uid, round after
         round until none is left, so a loop forking as fast as it can is
-        caught too.  ``on_destroy`` comes after a kill with no mark.  The
-        hooks' processes (their uid is another, ``owners``) are never
-        killed.  Nothing under ``user: root``.  Raises
-        ``SandboxUnavailableError`` if it could not be done."""
+        caught too.  A hook's processes (another uid, ``owners``) are out
+        of the agent's reach and outlive its turns.  Without a mark (before
+        ``on_destroy``) the hooks' uid's processes go too, after the
+        agent's: a hook's service may have run what the agent wrote (a dev
+        server, a test watcher), and nothing of that may run beside an
+        ``on_destroy`` step's secret.  Nothing under ``user: root``.
+        Raises ``SandboxUnavailableError`` if it could not be done."""
         if not self.separates_users:
             return None
         keep = sorted(p for p in since or () if _PROCESS.fullmatch(p))
-        return int(await self._processes("kill", keep))
+        killed = int(await self._processes("kill", keep))
+        if since is None:
+            killed += int(await self._processes("kill", (), uid=HOOK_UID))
+        return killed
 
-    async def _processes(self, what: str, keep: Iterable[str]) -> str:
-        command = f"set -- {what} {SANDBOX_UID} {' '.join(keep)}\n{PROCESSES_SCRIPT}"
+    async def _processes(self, what: str, keep: Iterable[str], *, uid: int = SANDBOX_UID) -> str:
+        command = f"set -- {what} {uid} {' '.join(keep)}\n{PROCESSES_SCRIPT}"
         expected = "procs:" if what == "list" else "killed:"
         result = await self.execute_as_root(command, timeout_seconds=PROCESSES_SECONDS)
         if not result.stdout.startswith(expected):
