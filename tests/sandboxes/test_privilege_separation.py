@@ -214,3 +214,28 @@ async def test_a_read_only_root_keeps_writes_in_bounded_tmpfs_mounts(
     assert "Read-only file system" in image_files.stdout, image_files
     assert "No space left on device" in fill.stdout, fill  # /tmp is 256m
     assert home.stdout == "h\nws", home
+
+
+async def test_a_reattached_sandbox_knows_whose_turn_it_is(docker_backend) -> None:
+    """``runner serve`` re-attaching after a crash reads whose turn it is
+    from the workspace's owner (``owners.read_principal``): a sandbox still
+    in its ``on_create`` runs the next hook as the hooks' uid, one handed to
+    the agent runs the next turn as the agent's (without reading it, a
+    re-attached sandbox ran the agent's tools as the hooks' uid)."""
+    env = docker_backend.environment()
+    session_id = "sess_reattach_principal"
+    sandbox = await env.create(session_id=session_id, expires_at=None)
+    seen = []
+    try:
+        for hand_over in (None, sandbox.hand_to_agent):
+            if hand_over is not None:
+                await hand_over()
+            again = await env.reattach(sandbox.record(), session_id=session_id)
+            try:
+                seen.append((await again.execute("id -u")).stdout)
+            finally:
+                if again.channel is not None:
+                    again.channel.close()
+    finally:
+        await sandbox.delete()
+    assert seen == ["1001\n", "1000\n"]
