@@ -43,7 +43,9 @@ from runner.sandboxes.docker.environment import (
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
 CHANNEL_TMPFS = {CHANNEL_DIR: "size=512m,mode=0700"}
-USER_OWNED = "uid=1000,gid=1000,mode=0755"
+#: A tmpfs workspace or HOME is mounted as the hooks' (they run first), and
+#: handed to the agent (uid 1000) after the last on_create (``owners``).
+USER_OWNED = "uid=1001,gid=1001,mode=0755"
 
 
 def inspect(docker_client: Any, sandbox: Any) -> dict[str, Any]:
