@@ -177,7 +177,8 @@ class SeedsAndCarries(agents.SandboxHook):
         self.found.append(
             await ctx.sandbox.execute(
                 "id -u; echo more >> private/result && cat private/result;"
-                " stat -c %u /workspace seeded/notes.txt link /tmp/agent-only"
+                " stat -c %u /workspace seeded/notes.txt link /tmp/agent-only;"
+                ' stat -c "%u %a" "$HOME"'
             )
         )
 
@@ -186,7 +187,8 @@ async def test_the_workspace_is_handed_between_hooks_and_agent(docker_on_every_i
     """During ``on_create`` the workspace is the hooks'; the agent may then
     change what they seeded; in ``on_destroy`` the hooks own what the agent
     wrote, a private file in a private directory included, while a link
-    the agent left is changed itself, not what it points to."""
+    the agent left is changed itself, not what it points to; their new
+    HOME is theirs, mode 700."""
     hook = SeedsAndCarries()
     attack = (
         "echo agent >> seeded/notes.txt && mkdir private && echo out > private/result &&"
@@ -207,6 +209,8 @@ async def test_the_workspace_is_handed_between_hooks_and_agent(docker_on_every_i
         "more",
         *[str(HOOK_UID)] * 3,
         str(SANDBOX_UID),  # the link's target: not followed
+        str(HOOK_UID),  # the on_destroy HOME
+        "700",
     ], destroyed
 
 
