@@ -16,12 +16,13 @@ such a container again.  :func:`remove_durable_containers` removes the
 durable containers of one owner that no session records any more.
 
 Privilege separation: the container's main process (``sleep <ttl>``) and
-the exec channel's helper run as root; hooks and agent commands run as the
-sandbox user (uid and gid 1000, ``HOME=/home/sandbox``), who owns the
-workspace and can neither signal, trace nor read those two.  Files move as
-that user too (the helper opens them with its rights; without the helper,
-``cat`` runs as it), so the agent's symlinks reach nothing it could not
-reach itself.  ``user="root"`` turns this off.
+the exec channel's helper run as root; hooks run as uid and gid 1001 and
+the agent's tools as uid and gid 1000 (``HOME=/home/sandbox``), the
+workspace handed between them by root (``owners``); neither can signal,
+trace nor read root's processes, nor the agent the hooks'.  Files move as
+the user whose turn it is (the helper opens them with its rights; without
+the helper, ``cat`` runs as it), so the agent's symlinks reach nothing it
+could not reach itself.  ``user="root"`` turns this off.
 
 Commands run over the exec channel (see ``channel``): its Python
 helper where the image has a full python3, else its POSIX-shell helper
@@ -112,10 +113,11 @@ class LocalDockerSandbox(
     its main process is ``sleep <ttl>``, run as root, so even a container
     whose runner died stops by itself, and the agent cannot stop that clock.
 
-    ``user="sandbox"`` (the default) runs hooks and agent commands as uid and
-    gid 1000 with ``HOME=/home/sandbox``, created at start in any image;
-    ``setup_script`` runs as root before it (it installs packages), and the
-    workspace and HOME are then given to that user.  ``user="root"`` runs
+    ``user="sandbox"`` (the default) runs hooks as uid and gid 1001 and the
+    agent's tools as uid and gid 1000, with ``HOME=/home/sandbox``, created
+    at start in any image; ``setup_script`` runs as root before it (it
+    installs packages), and the workspace and HOME are then given to the
+    hooks, and after the last ``on_create`` to the agent (``owners``).  ``user="root"`` runs
     everything as root, as a plain ``docker run`` would: weaker (see
     SECURITY.md).  ``read_only_root=True`` makes the image's files read-only;
     ``/tmp``, HOME and the workspace are then tmpfs mounts

@@ -31,18 +31,19 @@ from .owners import HOOK_GID, HOOK_UID, SANDBOX_HOME, WORKSPACE
 
 #: Every capability is dropped, then only these are given back, each for a
 #: reason.  They are root's only (the helper, the setup script, ``user:
-#: root`` commands): the sandbox user's commands have none.  CHOWN - give the
-#: workspace and HOME to the sandbox user, and let dpkg/pip/git as root own
-#: files; DAC_OVERRIDE, FOWNER, FSETID - root may read and write any file of
-#: the image and keep file modes; SETUID, SETGID - the helper starts each
-#: command as the sandbox user (and apt drops to its own user); KILL - the
-#: helper kills the process groups of timed-out commands, which belong to
-#: the sandbox user.  Left out of Docker's default set: NET_RAW,
-#: NET_BIND_SERVICE, MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP, SYS_CHROOT.
+#: root`` commands): the sandbox users' commands have none.  CHOWN - hand
+#: the workspace and HOME between the hooks' and the agent's uids
+#: (``owners``), and let dpkg/pip/git as root own files; DAC_OVERRIDE,
+#: FOWNER, FSETID - root may read and write any file of the image and keep
+#: file modes; SETUID, SETGID - the helper starts each command as a sandbox
+#: user (and apt drops to its own user); KILL - the helper kills the process
+#: groups of timed-out commands, which belong to a sandbox user.  Left out
+#: of Docker's default set: NET_RAW, NET_BIND_SERVICE, MKNOD, AUDIT_WRITE,
+#: SETFCAP, SETPCAP, SYS_CHROOT.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
-#: Who runs hooks and agent commands: "sandbox" (uid/gid 1000, no
-#: capabilities) or "root" (the weaker opt-out: the agent can then stop the
-#: helper and the TTL process).
+#: Who runs hooks and agent commands: "sandbox" (hooks uid/gid 1001, the
+#: agent 1000, no capabilities; see ``owners``) or "root" (the weaker
+#: opt-out: the agent can then stop the helper and the TTL process).
 USERS = ("sandbox", "root")
 #: With ``read_only_root``: the writable places, each a tmpfs of this size
 #: (counted against the memory limit); the workspace's is ``workspace_size``.
