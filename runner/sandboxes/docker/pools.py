@@ -203,14 +203,17 @@ class WarmPools:
 
 async def _warmed_up(create: Any, **options: Any) -> DockerSandbox:
     """A pooled sandbox made by ``create(**options)``, then given one command
-    as the sandbox user: the helper starts that user's spawner on its first
-    command (a fork of the helper), which the session's first command would
-    otherwise wait for."""
+    as each sandbox user, the agent's and the hooks' (``owners``): the
+    helper starts a user's spawner on its first command (a fork of the
+    helper), which the session's first hook and first turn would otherwise
+    wait for.  It is left the hooks', as a new sandbox is."""
     sandbox: DockerSandbox = await create(**options)
     try:
-        warm = await sandbox.execute("true", timeout_seconds=PROBE_SECONDS)
-        if not warm.ok:
-            raise SandboxUnavailableError(f"a pooled sandbox's first command failed: {warm}")
+        for principal in ("agent", "hooks"):
+            sandbox.principal = principal  # nothing of the workspace changes hands
+            warm = await sandbox.execute("true", timeout_seconds=PROBE_SECONDS)
+            if not warm.ok:
+                raise SandboxUnavailableError(f"a pooled sandbox's first command failed: {warm}")
     except BaseException:
         with anyio.CancelScope(shield=True):
             await sandbox.delete()
