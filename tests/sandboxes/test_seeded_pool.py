@@ -156,8 +156,11 @@ async def test_keys_beyond_the_bound_and_idle_keys_lose_their_containers(
         # Its container was removed: one per kept key is left.
         assert len(own_containers(docker_client)) == 2
         owner.pool_idle_seconds = 0.5  # for the pools made from now on
-        await start(agents.Agent(model="m", environment=envs[0]))  # "a" again: "b" dropped
-        assert owner.seeded_keys() == [keys[2], keys[0]]
+        # "a" again: "b" dropped.  Looked at while the session is open: its
+        # close (the agent's and the hooks' processes killed, the workspace
+        # handed back) may outlast the new pool's 0.5 s of idleness.
+        async with await agents.Agent(model="m", environment=envs[0]).start_session():
+            assert owner.seeded_keys() == [keys[2], keys[0]]
         with anyio.fail_after(120):  # "a" retires once its container idled 0.5 s
             while keys[0] in owner.seeded_keys():
                 await anyio.sleep(0.1)
