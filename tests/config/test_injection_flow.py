@@ -493,6 +493,8 @@ STRICT_FLOWS = [
         ["grep"],
     ),
     (f'echo {{{{ x.v }}}} >/dev/null; y="$(cat /[p]roc/$$/cmdline{_FIRST})"; {_RUN}', ["grep"]),
+    # the fifteenth review: a backup renames the old copy of a shell under the consumer's name
+    ("cp /bin/b?sh w; cp -b -S c /bin/true w; ./wc -c {{ x.cmd }}", ["wc"]),
     # the fourteenth review (C): a program nobody named, given no value, runs
     # shell code from its own option text, which reads the script from ps
     (

@@ -724,3 +724,104 @@ def test_a_static_env_that_changes_how_bash_runs_is_refused_beside_values(name) 
     found = check_script(f"wc -c {SENTINELS[0]}", [SENTINELS[0]], exported=[name])
     assert ("rebinding", f"env: {name}") in {(f.rule, f.detail) for f in found}
     assert check_script(f"wc -c {SENTINELS[0]}", [SENTINELS[0]], exported=["LC_ALL"]) == []
+
+
+#: The fifteenth review's classes, as the checker must judge them:
+#: (script, consumers or None, the rule and detail expected among the findings).
+FIFTEENTH_REVIEW = [
+    # F1: a backup renames the old file under a derived name (w -> wc)
+    (
+        "cp -b -S c /bin/true w; ./wc -c 'RVtx0'",
+        ["wc"],
+        ("file-flow", "cp -b: a backup names a file"),
+    ),
+    (
+        "mv --suffix=c a w; wc -c 'RVtx0'",
+        None,
+        ("file-flow", "mv --suffix=c: a backup names a file"),
+    ),
+    # F1/F2: names (and sources) bash expands: a glob that copies a shell, braces, tilde
+    (
+        "cp /bin/b?sh w; wc -c 'RVtx0'",
+        None,
+        (
+            "file-flow",
+            "cp /bin/b?sh: names bash expands (copy them in a step without values, or name each file)",
+        ),
+    ),
+    (
+        "cp x {wc,}; ./wc 'RVtx0'",
+        ["wc"],
+        (
+            "file-flow",
+            "cp {wc,}: names bash expands (copy them in a step without values, or name each file)",
+        ),
+    ),
+    (
+        "ln -s x ~+/wc; ./wc 'RVtx0'",
+        None,
+        (
+            "file-flow",
+            "ln ~+/wc: names bash expands (copy them in a step without values, or name each file)",
+        ),
+    ),
+    # F3: egrep and fgrep are shell scripts that look grep up on PATH
+    ("egrep -c a f; wc 'RVtx0'", ["wc"], ("strict-program", "egrep, not in consumers:")),
+    # F4: the loader's files, and where the system finds code
+    (
+        "echo /tmp/x.so > /etc/ld.so.preload; wc 'RVtx0'",
+        None,
+        ("file-flow", "/etc/ld.so.preload: the system runs what is written there"),
+    ),
+    (
+        "printf x > /proc/sys/kernel/core_pattern; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "/proc/sys/kernel/core_pattern: the system runs what is written there"),
+    ),
+    # F5: a program find or xargs starts, named at run time, may be a shell
+    (
+        "wc 'RVtx0'; find . -exec /bin/b?sh -c x \\;; true",
+        None,
+        ("interpreter", "find starts /bin/b?sh"),
+    ),
+    (
+        "wc 'RVtx0'; find . -exec \"$BASH\" -c x \\;",
+        ["wc", "find"],
+        ("interpreter", 'find starts "$BASH"'),
+    ),
+    ("wc 'RVtx0'; xargs -n 1 \"$B\" < /dev/null", None, ("interpreter", 'xargs starts "$B"')),
+    # F7: a wrapper called by a path is whatever put it there
+    ("./timeout 5 wc -c 'RVtx0'", None, ("executor", "timeout")),
+    ("/tmp/x/nice wc 'RVtx0'", ["wc"], ("consumer", "nice")),
+    # F8: with PATH unset, bash looks bare names up in the working directory
+    ("unset PATH; wc -c 'RVtx0'", ["wc"], ("shell-control", "unset PATH")),
+    ("command unset -v PATH; wc 'RVtx0'", None, ("shell-control", "unset PATH")),
+]
+
+
+@pytest.mark.parametrize(("script", "consumers", "expected"), FIFTEENTH_REVIEW)
+def test_the_fifteenth_reviews_classes_are_refused(script, consumers, expected) -> None:
+    found = check_script(script, [SENTINELS[0]], consumers=consumers)
+    assert expected in {(f.rule, f.detail) for f in found}, found
+
+
+def test_the_fifteenth_reviews_neighbours_still_pass() -> None:
+    """What the new rules leave alone: plain copies, a wrapper from /usr/bin,
+    xargs with a literal program, find with a quoted pattern, unset of a
+    plain name."""
+    for script in (
+        "mkdir -p out; cp -a src out; cp -- 'RVtx0' out/",
+        "/usr/bin/timeout 5 wc -c 'RVtx0'",
+        "xargs -n 1 echo < /dev/null; wc 'RVtx0'",
+        "find . -name '*.py' -print; wc 'RVtx0'",
+        "unset x; wc 'RVtx0'",
+        "echo done > out.txt; wc 'RVtx0'",
+    ):
+        assert check_script(script, [SENTINELS[0]]) == [], script
+
+
+def test_a_step_env_that_controls_the_loader_is_refused_beside_values() -> None:
+    for name in ("LD_PRELOAD", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES"):
+        (finding,) = check_script("wc 'RVtx0'", [SENTINELS[0]], exported=[name], consumers=["wc"])
+        assert (finding.rule, finding.detail) == ("rebinding", f"env: {name}")
+    assert check_script("wc 'RVtx0'", [SENTINELS[0]], exported=["LANG"]) == []

@@ -21,9 +21,15 @@ these refusals look at every command in it, whatever it receives:
 
 from __future__ import annotations
 
+import posixpath
+from typing import Any
+
 from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
+
+#: Where writing changes what every later program runs.
+_SYSTEM_CODE_PATHS = ("/etc/ld.so", "/proc/", "/sys/", "/etc/profile", "/etc/bash")
 
 #: Where a data program may be run from by path: the system's own directories
 #: (``./bin/wc`` is whatever an earlier step put there, not wc).
@@ -119,6 +125,75 @@ class BesideValuesCheck(ReceiverCheck):
                 # a file name holds without receiving it
                 self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
 
+    #: Programs whose file words (destinations among them) are files they write.
+    _WRITERS = frozenset({"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync"})
+
+    def system_files_written(self) -> None:
+        """No script with values writes where the system finds code for every
+        later program: ``/etc/ld.so.preload`` (a library loaded into each),
+        ``/proc/sys`` (``kernel/core_pattern`` runs a program), ``/sys``
+        (the fifteenth review).  Judged on the words as written, wherever
+        the write is and whatever it writes."""
+        self.index = None
+        for node in self.tree.nodes:
+            if node.type == "file_redirect":
+                operator = next((self.text(c) for c in node.children if not c.is_named), "")
+                destination = node.child_by_field_name("destination")
+                if operator in (">", ">>", ">|", "&>", "&>>", "<>") and destination is not None:
+                    self._refuse_system_path(destination)
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is not None and resolved.name in self._WRITERS:
+                for word in resolved.arguments:
+                    self._refuse_system_path(word)
+
+    def _refuse_system_path(self, word: Any) -> None:
+        text = self.tree.static(word)
+        if text is None:
+            return  # a name fixed at run time is judged by the file-flow rules
+        path = (
+            posixpath.normpath(text.split("=", 1)[-1])
+            if text.startswith("/") or "=/" in text
+            else ""
+        )
+        if path.startswith(_SYSTEM_CODE_PATHS):
+            self.refuse("file-flow", word, f"{path[:40]}: the system runs what is written there")
+
+    #: Node types through which a word's text is only known at run time.
+    _EXPANSIONS = frozenset(
+        {"simple_expansion", "expansion", "command_substitution", "process_substitution"}
+    )
+
+    def makers_with_unread_names(self) -> None:
+        """A program that makes files (``cp``, ``mv``, ``ln``...) may not, in a
+        script with values, make them under names the checker cannot read:
+        a backup (``cp -b -S c x w`` renames the old ``w`` to ``wc``), or a
+        word bash expands (``{wc,}``, ``~+/wc``, ``w{c..c}``, a glob such
+        as ``/bin/b?sh`` that copies a shell); the fifteenth review ran a
+        copy of bash under a consumer's name each way."""
+        self.index = None
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name not in self._MAKERS:
+                continue
+            for word in resolved.arguments:
+                text = self.tree.static(word)
+                if text is not None and _backs_up(text):
+                    self.refuse(
+                        "file-flow", word, f"{resolved.name} {text[:20]}: a backup names a file"
+                    )
+                elif (
+                    text is None
+                    and not self.carries(word)
+                    and not any(node.type in self._EXPANSIONS for node in self.tree.subtree(word))
+                ):
+                    self.refuse(
+                        "file-flow",
+                        word,
+                        f"{resolved.name} {self.text(word)[:30]}: names bash expands "
+                        "(copy them in a step without values, or name each file)",
+                    )
+
     def strict_programs_only(self) -> None:
         if self.consumers is None:
             return
@@ -144,3 +219,11 @@ class BesideValuesCheck(ReceiverCheck):
         if directory is not None and directory not in _SYSTEM_DIRECTORIES:
             return f"{spelled[:40]}: {name} by a path outside /bin and /usr/bin"
         return ""
+
+
+def _backs_up(option: str) -> bool:
+    """Does ``option`` make a copier keep a backup under a derived name
+    (``-b``, ``-fb``, ``--backup``, ``-S SUFFIX``, ``--suffix``)?"""
+    if option.startswith("--"):
+        return option.startswith(("--backup", "--suffix", "--su"))
+    return option.startswith("-") and ("b" in option[1:] or "S" in option[1:])

@@ -65,7 +65,7 @@ from .rules import RULES, dialect_of, reads_env_as_data
 from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
-from .variables import STARTUP_CONTROL_NAMES, is_shell_control_name
+from .variables import controls_start_up, is_shell_control_name
 
 __all__ = ["RULES", "Finding", "check_script", "is_shell_control_name"]
 
@@ -108,6 +108,8 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck):
                 self.programs_beside_files()
                 self.interpreters_beside_values()
                 self.strict_programs_only()
+                self.system_files_written()
+                self.makers_with_unread_names()
                 return self.findings
             readers.update(found)
             followed.update(piped)
@@ -160,6 +162,6 @@ def check_script(
     preset = [
         Finding(None, "rebinding", 1, 1, f"env: {name}")
         for name in sorted(set(exported) - set(tainted))  # templated ones: [env-name]
-        if name in STARTUP_CONTROL_NAMES or name.startswith("BASH_FUNC_")
+        if controls_start_up(name)
     ]
     return _unique(preset + check.run())

@@ -130,10 +130,22 @@ class ReceiverCheck(CheckState):
         as any word that is not an option (``debconf -f noninteractive
         flock``: an option's argument comes first, the thirteenth review),
         either also as an option's ``=`` value (``--compress-program=sh``)."""
+        launch_next = resolved.name == "xargs"
+        option_argument = False
         for word in resolved.arguments:
             text = self.tree.static(word)
             if text is None:
+                if launch_next:
+                    # find -exec /bin/b?sh, xargs "$BASH": a program named at
+                    # run time may be a shell (the fifteenth review)
+                    yield word, "sh"
+                launch_next = False
                 continue
+            if resolved.name == "find":
+                launch_next = text in _FIND_LAUNCHERS
+            elif launch_next and not text.startswith("-"):
+                launch_next = option_argument  # xargs -n 1 CMD: 1 is the option's
+            option_argument = resolved.name == "xargs" and text in _XARGS_OPTIONS_WITH_ARGUMENT
             candidates = [text]
             if text.startswith("-") and "=" in text:
                 candidates.append(text.split("=", 1)[1])
@@ -432,6 +444,12 @@ class ReceiverCheck(CheckState):
         """Does ``declare``/``export``/... (a declaration, to tree-sitter) print
         variables: no words after it, or a ``-p``?"""
         return _prints([self.tree.static(c) for c in node.children[1:]])
+
+
+#: xargs's options whose argument is the next word.
+_XARGS_OPTIONS_WITH_ARGUMENT = frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s"})
+#: find's actions whose next word is the program they run.
+_FIND_LAUNCHERS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
 def _prints(words: list[str | None]) -> bool:

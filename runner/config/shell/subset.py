@@ -88,10 +88,8 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             elif kind == "declaration_command":
                 self.declaration_construct(node)
             elif kind == "unset_command":
-                for word in node.named_children:
-                    text = self.fixed(word)
-                    if text is None or not (IDENTIFIER.fullmatch(text) or text in ("-v", "-f")):
-                        self.refuse("name-word", word, self.text(word)[:40])
+                words = node.named_children
+                self.unset_construct(words, [self.fixed(word) for word in words])
             elif kind == "variable_assignment":
                 self.assignment_construct(node)
             elif kind == "array":  # a=([k]=v): k is arithmetic
@@ -161,9 +159,7 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             return
         statics = [self.fixed(a) for a in arguments]
         if name == "unset":  # command unset 'a[m]': bash evaluates the subscript (review 12)
-            for word, text in zip(arguments, statics, strict=True):
-                if text is None or not (IDENTIFIER.fullmatch(text) or text in ("-v", "-f", "-n")):
-                    self.refuse("name-word", word, self.text(word)[:40])
+            self.unset_construct(arguments, statics)
         path = self.tree.static(resolved.name_node) or ""
         parts = [part for part in path.split("/") if part not in ("", ".")]
         if "/" in path and ("proc" in parts or "dev" in parts):  # /proc/self/exe is the shell
@@ -360,6 +356,16 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             bad = text is None or text.startswith(("-", "+")) or not IDENTIFIER.fullmatch(text)
             if bad and not self.carries(child):  # else the value's own check reports it
                 self.refuse("declaration", child, self.text(child)[:40])
+
+    def unset_construct(self, words: list[Any], statics: list[str | None]) -> None:
+        """``unset`` takes literal names only (``unset 'a[m]'`` evaluates m),
+        and never one a script may not assign: with PATH unset, bash looks
+        a bare name up in the working directory (the fifteenth review)."""
+        for word, text in zip(words, statics, strict=True):
+            if text is None or not (IDENTIFIER.fullmatch(text) or text in ("-v", "-f", "-n")):
+                self.refuse("name-word", word, self.text(word)[:40])
+            elif is_rebinding_name(text):
+                self.refuse("shell-control", word, f"unset {text}")
 
     def assignment_construct(self, assignment: Any) -> None:
         name = self.assigned_name(assignment)

@@ -40,6 +40,22 @@ _REBINDING_PREFIXES = ("BASH", "LD_")
 STARTUP_CONTROL_NAMES = (REBINDING_NAMES - {"PATH"}) | frozenset(
     {"BASH_ENV", "BASH_XTRACEFD", "BASH_COMPAT", "GLOBIGNORE", "IFS", "CDPATH"}
 )
+#: Variables the dynamic loader and the C library act on in every program
+#: they start (the fifteenth review: ``LD_PRELOAD: ./x.so`` beside a value,
+#: the library written by the script itself); with ``LD_*``, refused in a
+#: step's static ``env:`` beside values, like ``STARTUP_CONTROL_NAMES``.
+LOADER_CONTROL_NAMES = frozenset({"GCONV_PATH", "GLIBC_TUNABLES", "GETCONF_DIR", "LOCPATH"})
+
+
+def controls_start_up(name: str) -> bool:
+    """Does a static ``env:`` name change how bash, or any program the
+    loader starts, runs before the script's first line?"""
+    return (
+        name in STARTUP_CONTROL_NAMES
+        or name in LOADER_CONTROL_NAMES
+        or name.startswith(("BASH_FUNC_", "LD_"))
+    )
+
 
 #: Variables that change how bash (or the dynamic loader) runs, or that bash
 #: computes itself: no script with values may assign them.
