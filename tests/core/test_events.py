@@ -10,10 +10,11 @@ bus scrubs and never what it leaves (each is in
 - the cache of derived data (``_Derived``, ``_remember``): a tuple of secrets
   forgotten, found at another place, or kept one entry longer, or a part of
   it recomputed from the secrets instead of merged (``_Derived(secrets=None)``,
-  ``members``/``byte_forms`` left to be recomputed, ``insert(1, ...)``,
-  ``del [9:]``), gives the same secrets and the same bytes forms in the
-  same order (``secret_bytes_forms`` sorts longest first too); only the work
-  differs, which ``bench/redaction.py`` measures;
+  its arguments shifted, ``members``/``byte_forms`` left to be recomputed,
+  ``insert(1, ...)``, ``del [9:]``), gives the same secrets and the same
+  bytes forms in the same order (``secret_bytes_forms`` sorts longest first
+  too); only the work differs, which ``bench/redaction.py`` measures (such
+  a mutant may be killed by mutmut's timeout on a loaded machine);
 - ``data.decode("UTF-8")`` or ``data.decode()``: the same codec as ``"utf-8"``.
 """
 
