@@ -12,7 +12,7 @@ new word merges it into the sorted forms, linear in the forms already
 known, so n additions cost n squared in all: a ratio near 16 (2,000 words,
 16,000 forms, took 0.6 s on a quiet 2-core machine; 2.3 s before issue
 25's merge, which rebuilt a set and re-sorted every form per addition).
-Not a test: it prints a table (tests/core/test_redaction.py checks the
+Not a test: it prints a table (tests/core/test_events.py checks the
 results, not the time).
 """
 

@@ -425,7 +425,7 @@ def open_store(db: str | Path) -> Any:
         from .store.postgres import PostgresStore
 
         return PostgresStore(db)
-    from .store.base import SqliteStore
+    from .store.sqlite import SqliteStore
 
     return SqliteStore(db)
 

@@ -1,4 +1,4 @@
-"""Host paths that try to leave their folder, attacked in-process (found by mutation testing)."""
+"""Host paths (``runner/config/host_paths.py``) that try to leave their folder, attacked in-process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a value may stand in a ``run`` command, attacked rule by rule (found by mutation testing).
+"""Where a value may stand in a ``run`` command, attacked rule by rule, in-process.
 
 The template tests reach the checker through rendering and mostly ask
 "refused or not"; a checker that refuses for the wrong reason, at the wrong

@@ -1,7 +1,7 @@
-"""The template compiler and renderer (runner/config/templates.py), pinned where
-mutation testing found the tests silent: the branches of if/elif/else and
-for/else each checked, problem positions and messages, the environments'
-options (StrictUndefined, no autoescape), and the small helpers.  In-process.
+"""The template compiler and renderer (runner/config/templates.py) at their
+edges: the branches of if/elif/else and for/else each checked, problem
+positions and messages, the environments' options (StrictUndefined, no
+autoescape), and the small helpers.  In-process, so mutation testing sees them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Session inputs: validation, defaults and secret forms, attacked in-process (found by
-mutation testing).
+"""Session inputs: validation, defaults and secret forms, attacked in-process.
 
 Each test pins one decision of ``runner.engine.inputs`` exactly: which values are
 refused and how the message reads (never the secret value), which defaults are

@@ -1,4 +1,5 @@
-"""The sandbox lifecycle's edges, found by mutation testing (``scripts/mutate lifecycle``).
+"""The sandbox lifecycle's edges: snapshots, failed deletions, every event's
+fields (``scripts/mutate lifecycle`` mutates the lifecycle against them).
 
 Every test runs the real lifecycle in-process on local sandboxes (host
 directories and subprocesses).  Two small backends are written here the way a

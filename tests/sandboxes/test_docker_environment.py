@@ -1,4 +1,4 @@
-"""The Docker sandbox's defaults and clean-up, found by mutation testing (``scripts/mutate docker``).
+"""The Docker sandbox's defaults and clean-up (``scripts/mutate docker`` mutates them).
 
 Real containers on the local engine: what each option gives a container is
 read back from the engine (``inspect``) and from inside it, and every way a

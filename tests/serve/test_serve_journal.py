@@ -14,7 +14,8 @@ import runner
 from runner.core.events import add_secrets
 from runner.models.protocol import ModelReply, ToolCall
 from runner.serve.journal import JournaledModel, JournaledSandbox, ReplayMismatchError
-from runner.serve.store.base import TURN, SqliteStore
+from runner.serve.store.base import TURN
+from runner.serve.store.sqlite import SqliteStore
 
 pytestmark = [
     pytest.mark.anyio,

@@ -25,8 +25,9 @@ import psycopg
 import pytest
 from serve_process import Server, lines, processes_with_home, wait_for, wait_status
 
-from runner.serve.store.base import SqliteStore, StoreError
+from runner.serve.store.base import StoreError
 from runner.serve.store.postgres import PostgresStore, lock_key, redacted
+from runner.serve.store.sqlite import SqliteStore
 
 BLOCK = "touch {flag}; echo $$ > {flag}.pid; while [ ! -f {go} ]; do sleep 0.05; done"
 

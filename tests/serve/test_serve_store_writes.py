@@ -27,7 +27,7 @@ import httpx
 import psycopg
 from serve_process import Server, wait_for, wait_status
 
-from runner.serve.store.base import SqliteStore
+from runner.serve.store.sqlite import SqliteStore
 
 STEPS = 12
 

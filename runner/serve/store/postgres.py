@@ -1,7 +1,7 @@
 """The journal on PostgreSQL: many servers share the sessions, one runs each.
 
 ``runner serve --db postgresql://...`` (psycopg 3, in the ``serve`` extra).
-The tables and queries are :class:`~._store.Store`'s, the same as on SQLite.
+The tables and queries are :class:`~.base.Store`'s, the same as on SQLite.
 
 Who runs a session is PostgreSQL's to say, not a lease we keep: a server
 holds a session-level advisory lock (``pg_try_advisory_lock``) on every
@@ -43,7 +43,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .base import SCHEMA, Store, StoreError
+from . import statements
+from .base import Store
+from .errors import StoreError
+from .schema import SCHEMA
 from .writer import Statement
 
 #: The channel a commit notifies with the ids of the sessions it wrote.
@@ -140,11 +143,10 @@ class PostgresStore(Store):
                 if statement.strip():
                     self._db.execute(statement)
             self._db.execute(
-                "INSERT INTO meta (key, value) VALUES ('id', %s) ON CONFLICT DO NOTHING",
-                (f"serve-{os.urandom(8).hex()}",),
+                _placeholders(statements.INSERT_DATABASE_ID), (f"serve-{os.urandom(8).hex()}",)
             )
         # Shared by every server of this database: the owner of its durable containers.
-        ((self.id,),) = self._rows("SELECT value FROM meta WHERE key = 'id'")
+        ((self.id,),) = self._rows(statements.DATABASE_ID)
         with self._claims_lock:  # counted among the live servers while it lives
             self._claims.execute("SELECT pg_advisory_lock_shared(%s)", (_SERVERS_LOCK,))
         self._start_writer()

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import StoreError
+
 logger = logging.getLogger("runner.serve.store")
 
 #: The longest an event waits for a durable write to commit with (then it
@@ -73,8 +75,6 @@ class Writer:
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self.ready:
             if self.stopping:
-                from .base import StoreError  # base imports this module
-
                 raise StoreError("the database is closed")
             if wait and session_id in self.failed:
                 future.set_exception(self.failed.pop(session_id))  # type: ignore[arg-type]
