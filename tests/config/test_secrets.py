@@ -21,6 +21,7 @@ import pytest
 from conftest import RUNNER_CLI
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scale import scaled
 
 from runner.config import validate_file
 from runner.config.secrets import MAX_SECRET_BYTES, SECRETS_INPUT_ID, secrets_input_class
@@ -404,8 +405,10 @@ def printing_config(tmp_path_factory) -> Path:
 
 
 # No digits: the JSON events' times and durations are numbers, never scrubbed.
+# Each example runs the CLI twice (~2 s): 8 generated in CI, 25 in scripts/long
+# (tests/support/scale.py), beside the six fixed ones below, run in both.
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(8, 25), deadline=None)
 @given(
     secret=st.text(
         alphabet=st.sampled_from(list("aZ '\"$\\\n\t`#~:=!;é☃\x01\x1b")), min_size=3, max_size=12
