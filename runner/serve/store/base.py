@@ -212,34 +212,6 @@ class Store:
 
     # --- sessions -----------------------------------------------------------
 
-    def create_session(
-        self,
-        *,
-        session_id: str,
-        agent: str,
-        inputs: dict[str, Any],
-        idempotency_key: str | None,
-        fingerprint: str,
-        file_hash: str,
-        backend: str,
-        owner: str | None = None,
-    ) -> SessionRow | None:
-        """Insert a session; None (and nothing written) if the key is taken."""
-        insert = statements.insert_session(
-            session_id,
-            agent,
-            inputs,
-            idempotency_key,
-            fingerprint,
-            file_hash,
-            backend,
-            owner,
-            self.server_id,
-        )
-        if not self._execute(*insert, session_id):
-            return None
-        return self.session(session_id)
-
     async def create_session_async(
         self,
         *,
@@ -252,8 +224,8 @@ class Store:
         backend: str,
         owner: str | None = None,
     ) -> SessionRow | None:
-        """:meth:`create_session` for the event loop (it waits for the commit
-        without blocking the loop)."""
+        """Insert a session; None (and nothing written) if the key is taken.
+        Waits for the commit without blocking the event loop."""
         insert = statements.insert_session(
             session_id,
             agent,
