@@ -793,6 +793,12 @@ FIFTEENTH_REVIEW = [
     # F7: a wrapper called by a path is whatever put it there
     ("./timeout 5 wc -c 'RVtx0'", None, ("executor", "timeout")),
     ("/tmp/x/nice wc 'RVtx0'", ["wc"], ("consumer", "nice")),
+    # F6: a /proc path completed by a variable, in the default mode too
+    (
+        "wc -c 'RVtx0'; p=/pr; cut -d';' -f2 \"${p}oc/$$/cmdline\" > f; xargs -a f env",
+        None,
+        ("executor", "xargs, reading a file a value was written to"),
+    ),
     # F8: with PATH unset, bash looks bare names up in the working directory
     ("unset PATH; wc -c 'RVtx0'", ["wc"], ("shell-control", "unset PATH")),
     ("command unset -v PATH; wc 'RVtx0'", None, ("shell-control", "unset PATH")),
@@ -816,6 +822,7 @@ def test_the_fifteenth_reviews_neighbours_still_pass() -> None:
         "find . -name '*.py' -print; wc 'RVtx0'",
         "unset x; wc 'RVtx0'",
         "echo done > out.txt; wc 'RVtx0'",
+        'd=out; n=a; cat "$d/${n}.txt"; wc \'RVtx0\'',
     ):
         assert check_script(script, [SENTINELS[0]]) == [], script
 

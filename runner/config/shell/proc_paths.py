@@ -20,6 +20,8 @@ from .tree import GLOB
 _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
 _BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
+#: A parameter expansion in a word's text (``${p}``, ``$p``; not ``$$``).
+_EXPANSION = re.compile(r"\$(?:\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def names_process_path(text: str, *, strict: bool = False) -> bool:
@@ -29,9 +31,10 @@ def names_process_path(text: str, *, strict: bool = False) -> bool:
     ``/{proc,x}``, ``proc/$$/cmdline`` after ``cd /``: the thirteenth
     review), whatever its case (``nocaseglob``), with ``.`` and empty
     components dropped, ``[^..]``, classes and escapes in brackets, and
-    sequence braces read as bash reads them (the fourteenth review).  In
-    strict mode a component that holds an expansion may be anything
-    (``p=/pr; "${p}oc"``)."""
+    sequence braces read as bash reads them (the fourteenth review).  An
+    expansion beside other text in a component may complete any name
+    (``p=/pr; "${p}oc"``, the fifteenth review); in strict mode any
+    component that holds an expansion may be anything."""
     text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
     if _PROCESS_TEXT.search(text):
         return True
@@ -39,6 +42,14 @@ def names_process_path(text: str, *, strict: bool = False) -> bool:
     for index, part in enumerate(parts):
         if strict and "$" in part:
             return True
+        if "$" in part and _EXPANSION.sub("", part) != part:
+            # p=/pr; "${p}oc": an expansion beside other text (or another
+            # expansion) may complete any name, so it is read as a glob's *;
+            # a whole component that is one variable ("$d/x") is judged by
+            # what the script assigns it (process_path_names; the fifteenth review)
+            pieces = _EXPANSION.split(part)
+            if len(_EXPANSION.findall(part)) > 1 or any(piece for piece in pieces):
+                part = _EXPANSION.sub("*", part)
         if _component_may_be("proc", part):
             return True
         if _component_may_be("dev", part) and index + 1 < len(parts):
