@@ -822,7 +822,7 @@ def test_the_fifteenth_reviews_neighbours_still_pass() -> None:
         "find . -name '*.py' -print; wc 'RVtx0'",
         "unset x; wc 'RVtx0'",
         "echo done > out.txt; wc 'RVtx0'",
-        'd=out; n=a; cat "$d/${n}.txt"; wc \'RVtx0\'',
+        "d=out; n=a; cat \"$d/${n}.txt\"; wc 'RVtx0'",
     ):
         assert check_script(script, [SENTINELS[0]]) == [], script
 
