@@ -832,3 +832,55 @@ def test_a_step_env_that_controls_the_loader_is_refused_beside_values() -> None:
         (finding,) = check_script("wc 'RVtx0'", [SENTINELS[0]], exported=[name], consumers=["wc"])
         assert (finding.rule, finding.detail) == ("rebinding", f"env: {name}")
     assert check_script("wc 'RVtx0'", [SENTINELS[0]], exported=["LANG"]) == []
+
+
+#: The sixteenth review's classes that the checker now refuses.
+SIXTEENTH_REVIEW = [
+    # N1: $"..." is replaced by a message catalog's text, then expanded
+    ("printf x > t.mo; TEXTDOMAIN=t; wc -c 'RVtx0'\necho $\"hi\"", ["wc"], ("translation", "")),
+    ("wc -c 'RVtx0'\necho $\"hi\"", None, ("translation", "")),
+    # R2: the loader's variables, set in the script
+    ("export GCONV_PATH=./g; wc -c 'RVtx0'", ["wc"], ("shell-control", "GCONV_PATH")),
+    ("GCONV_PATH=./g cmp a b; wc -c 'RVtx0'", None, ("shell-control", "GCONV_PATH")),
+    # R3: the system's directories, however the path is spelled
+    (
+        "echo x > //etc/ld.so.preload; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "/etc/ld.so.preload: the system runs what is written there"),
+    ),
+    (
+        "printf 'passwd: hesiod' > /etc/nsswitch.conf; wc 'RVtx0'",
+        None,
+        ("file-flow", "/etc/nsswitch.conf: the system runs what is written there"),
+    ),
+    (
+        "cp q.so /usr/lib/x86_64-linux-gnu/libnss_hesiod.so.2; wc 'RVtx0'",
+        None,
+        (
+            "file-flow",
+            "/usr/lib/x86_64-linux-gnu/libnss_hesiod.: the system runs what is written there",
+        ),
+    ),
+    # N2: an option that makes a program run sh -c CODE, no shell word needed
+    (
+        "wc -c 'RVtx0'; tar -cf /dev/null --checkpoint-action=exec=x f",
+        None,
+        ("executor", "tar --checkpoint-action=exec=x"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "consumers", "expected"), SIXTEENTH_REVIEW)
+def test_the_sixteenth_reviews_classes_are_refused(script, consumers, expected) -> None:
+    found = check_script(script, [SENTINELS[0]], consumers=consumers)
+    assert expected in {(f.rule, f.detail) for f in found}, found
+
+
+def test_reading_system_files_and_plain_archives_still_pass() -> None:
+    for script in (
+        "cp /etc/hosts out/; wc 'RVtx0'",
+        "tar -czf o.tgz d; wc 'RVtx0'",
+        "LC_ALL=C sort f; wc 'RVtx0'",
+        "echo \"hi\"; wc 'RVtx0'",
+    ):
+        assert check_script(script, [SENTINELS[0]]) == [], script

@@ -25,11 +25,13 @@ import posixpath
 from typing import Any
 
 from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
-from .receivers import ReceiverCheck
+from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
 
 #: Where writing changes what every later program runs.
-_SYSTEM_CODE_PATHS = ("/etc/ld.so", "/proc/", "/sys/", "/etc/profile", "/etc/bash")
+#: The system's own directories (review 16: /etc/nsswitch.conf and an NSS
+#: module in /usr/lib, //etc/ld.so.preload).
+_SYSTEM_CODE_PATHS = ("/etc/", "/proc/", "/sys/", "/usr/", "/lib", "/bin/", "/sbin/", "/boot/")
 
 #: Where a data program may be run from by path: the system's own directories
 #: (``./bin/wc`` is whatever an earlier step put there, not wc).
@@ -120,6 +122,11 @@ class BesideValuesCheck(ReceiverCheck):
                     self.refuse(
                         "executor", word, f"{name} starts {self.text(word)[:40]}, not in consumers:"
                     )
+            elif name not in BUILTINS and (option := self.running_option(resolved)) is not None:
+                # tar --checkpoint-action=exec=CODE runs sh -c CODE with no
+                # shell word (review 16): a program's code-running option
+                # runs nowhere in a script with values, named or not
+                self.refuse("executor", option, f"{name} {self.text(option)[:40]}")
             elif self.consumers is not None and is_executor(name) and name not in self.consumers:
                 # strict mode is a closed world: xargs -a <(ls) env reads a value
                 # a file name holds without receiving it
@@ -144,15 +151,38 @@ class BesideValuesCheck(ReceiverCheck):
         for command in self.commands:
             resolved = self.resolve_quietly(command)
             if resolved is not None and resolved.name in self._WRITERS:
-                for word in resolved.arguments:
+                for word in self._destinations(resolved):
                     self._refuse_system_path(word)
+
+    def _destinations(self, resolved: Any) -> list[Any]:
+        """The words of a writer that name what it writes: a copier's last
+        operand and its ``-t`` directory, ``dd``'s ``of=``, every operand of
+        ``tee`` and ``touch``."""
+        words = list(resolved.arguments)
+        statics = [self.tree.static(word) for word in words]
+        if resolved.name == "dd":
+            return [w for w, t in zip(words, statics, strict=True) if t and t.startswith("of=")]
+        operands = [
+            w for w, t in zip(words, statics, strict=True) if not (t or "-").startswith("-")
+        ]
+        if resolved.name in ("tee", "touch"):
+            return operands
+        targets = [
+            words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-t", "--target-directory")
+        ]
+        targets += [
+            w
+            for w, t in zip(words, statics, strict=True)
+            if t and t.startswith("--target-directory=")
+        ]
+        return targets + operands[-1:]
 
     def _refuse_system_path(self, word: Any) -> None:
         text = self.tree.static(word)
         if text is None:
             return  # a name fixed at run time is judged by the file-flow rules
         path = (
-            posixpath.normpath(text.split("=", 1)[-1])
+            "/" + posixpath.normpath(text.split("=", 1)[-1]).lstrip("/")
             if text.startswith("/") or "=/" in text
             else ""
         )
@@ -193,6 +223,16 @@ class BesideValuesCheck(ReceiverCheck):
                         f"{resolved.name} {self.text(word)[:30]}: names bash expands "
                         "(copy them in a step without values, or name each file)",
                     )
+
+    def running_option(self, resolved: Any) -> Any:
+        """The first word of ``resolved`` that is a long option making it run
+        another program (``RUNNING_OPTIONS``; find's ``-exec`` family is
+        judged by what it launches), or None."""
+        for word in resolved.arguments:
+            text = self.tree.static(word)
+            if text and text.startswith("--") and is_running_option(text.split("=", 1)[0]):
+                return word
+        return None
 
     def strict_programs_only(self) -> None:
         if self.consumers is None:

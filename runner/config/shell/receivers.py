@@ -80,7 +80,7 @@ class ReceiverCheck(CheckState):
             self.record_written_paths(command, resolved)
         for word in resolved.arguments:
             option = self.tree.static(word)
-            if option is not None and _is_running_option(option.split("=", 1)[0]):
+            if option is not None and is_running_option(option.split("=", 1)[0]):
                 raise Refused("executor", word, f"{name} {option.split('=', 1)[0]}")
         if via in ("stdin", "<( )"):
             self.stdin_readers.setdefault(key, command)  # { m=$(cat); } <<< v: m holds it
@@ -476,7 +476,7 @@ def _device(path: str) -> str | None:
     return normal if normal in _DEVICES else None
 
 
-def _is_running_option(option: str) -> bool:
+def is_running_option(option: str) -> bool:
     """One of ``RUNNING_OPTIONS``, or a GNU abbreviation of a long one
     (``--strip-prog`` is ``--strip-program`` to getopt_long)."""
     if option in RUNNING_OPTIONS:

@@ -58,6 +58,11 @@ RULES: dict[str, tuple[str, str]] = {
         "drop the rebinding command: in a script with values, names mean what they say "
         "(to see what a step runs, use runner render)",
     ),
+    "translation": (
+        'in a script that holds a $"..." string, which bash replaces with a message '
+        "catalog's text and then expands (code in the catalog runs)",
+        "write the text with '...' or \"...\"",
+    ),
     "printf-option": (
         "in printf's format or option words, which printf reads before any data",
         "give printf a literal format first: printf '%s\\n' {{ x }}",

@@ -87,6 +87,15 @@ class SubsetCheck(FlowCheck, AgreementCheck):
                 self.command_construct(node)
             elif kind == "declaration_command":
                 self.declaration_construct(node)
+            elif kind == "translated_string" or (
+                kind == "$"
+                and (after := node.next_sibling) is not None
+                and after.type == "string"
+                and after.start_byte == node.end_byte
+            ):
+                # $"hi": bash replaces it with a message catalog's text and
+                # expands that, $( ) and all; the script may write the catalog
+                self.refuse("translation", node)
             elif kind == "unset_command":
                 words = node.named_children
                 self.unset_construct(words, [self.fixed(word) for word in words])

@@ -27,6 +27,18 @@ REBINDING_NAMES = frozenset(
         "SHELLOPTS",
         "BASHOPTS",
         "EXECIGNORE",
+        # what the C library loads or reads as code in every program it
+        # starts (review 16: export GCONV_PATH=./g, then cmp loaded g/*.so)
+        "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "GETCONF_DIR",
+        "LOCPATH",
+        "NLSPATH",
+        "HOSTALIASES",
+        # bash's message catalogs for $"..." (review 16: a catalog's
+        # translation is expanded, $( ) and all)
+        "TEXTDOMAIN",
+        "TEXTDOMAINDIR",
     }
 )
 _REBINDING_PREFIXES = ("BASH", "LD_")
