@@ -861,6 +861,17 @@ SIXTEENTH_REVIEW = [
             "/usr/lib/x86_64-linux-gnu/libnss_hesiod.: the system runs what is written there",
         ),
     ),
+    # R1: a file made under a name known only at run time may be any program
+    (
+        "cat < /usr/bin/dash > w${e}c; chmod +x w*; ./wc -c 'RVtx0'",
+        None,
+        ("file-flow", "./wc: this script makes a file under a name known only at run time"),
+    ),
+    (
+        "d=wc; cat < /usr/bin/dash > \"$d\"; wc -c 'RVtx0'",
+        ["wc"],
+        ("file-flow", "wc: this script makes a file under a name known only at run time"),
+    ),
     # N2: an option that makes a program run sh -c CODE, no shell word needed
     (
         "wc -c 'RVtx0'; tar -cf /dev/null --checkpoint-action=exec=x f",
@@ -882,5 +893,7 @@ def test_reading_system_files_and_plain_archives_still_pass() -> None:
         "tar -czf o.tgz d; wc 'RVtx0'",
         "LC_ALL=C sort f; wc 'RVtx0'",
         "echo \"hi\"; wc 'RVtx0'",
+        "date > \"$log\"; wc -c 'RVtx0'",  # the default mode: bare names stay
+        "date > \"$log\"; /usr/bin/wc -c 'RVtx0'",
     ):
         assert check_script(script, [SENTINELS[0]]) == [], script

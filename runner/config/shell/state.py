@@ -104,6 +104,8 @@ class CheckState:
         #: Commands that got a value as an argument and may have made a file of it.
         self.makers: set[int] = set()
         self.made: set[str] = set()
+        #: whether a file is made under a name known only at run time
+        self.unnamed_file_made = False
         #: starts of the commands whose output carries a value read from a file
         self.extra_starts: set[int] = set()
         self.value_nodes: dict[int, Any] = {}  # start byte -> sentinel node

@@ -177,6 +177,23 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             # ./mysh may be a copy of bash; so may a bare wc once a copy sits
             # in a PATH directory (cp "$BASH" .venv/bin/wc: the fourteenth review)
             self.refuse("file-flow", resolved.name_node, f"{path[:40]}: a program this script made")
+        elif (
+            path
+            and name not in BUILTINS
+            and self.unnamed_file_made
+            and (
+                ("/" in path and path.rpartition("/")[0] not in ("/bin", "/usr/bin"))
+                or ("/" not in path and self.consumers is not None)
+            )
+        ):
+            # > w${e}c; ./wc: a file made under a name known only at run
+            # time may be any program run by a path (in strict mode, by
+            # any name: a PATH directory may hold it; the sixteenth review)
+            self.refuse(
+                "file-flow",
+                resolved.name_node,
+                f"{path[:40]}: this script makes a file under a name known only at run time",
+            )
         if (
             name in ("test", "[")
             and any(s in ("-v", "-R") for s in statics)
@@ -257,6 +274,7 @@ class SubsetCheck(FlowCheck, AgreementCheck):
         """The base names of the files this script may create: redirect
         targets and the words of the programs that copy or link files."""
         made: set[str] = set()
+        self.unnamed_file_made = False
         for node in self.tree.nodes:
             words: list[Any] = []
             if node.type == "file_redirect":
@@ -269,6 +287,8 @@ class SubsetCheck(FlowCheck, AgreementCheck):
                 text = self.tree.static(word) if word is not None else None
                 if text and not text.startswith("-"):
                     made.add(base_name(text.split("=", 1)[-1]))
+                elif text is None and word is not None and not self.carries(word):
+                    self.unnamed_file_made = True  # > "$d", > w${e}c
         return made
 
     def made_programs(self) -> set[str]:
