@@ -27,15 +27,12 @@ from typing import Any
 from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
 from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
+from .state import system_spelling
 
 #: Where writing changes what every later program runs.
 #: The system's own directories (review 16: /etc/nsswitch.conf and an NSS
 #: module in /usr/lib, //etc/ld.so.preload).
 _SYSTEM_CODE_PATHS = ("/etc/", "/proc/", "/sys/", "/usr/", "/lib", "/bin/", "/sbin/", "/boot/")
-
-#: Where a data program may be run from by path: the system's own directories
-#: (``./bin/wc`` is whatever an earlier step put there, not wc).
-_SYSTEM_DIRECTORIES = ("/bin", "/usr/bin")
 
 
 class BesideValuesCheck(ReceiverCheck):
@@ -255,8 +252,7 @@ class BesideValuesCheck(ReceiverCheck):
             return ""  # the author named it: by any path, as they call it
         if name not in STRICT_RECEIVERS | STRICT_PROGRAMS:
             return f"{name}, not in consumers:"
-        directory = spelled.rpartition("/")[0] if "/" in spelled else None
-        if directory is not None and directory not in _SYSTEM_DIRECTORIES:
+        if not system_spelling(spelled):  # ./bin/wc: whatever an earlier step put there
             return f"{spelled[:40]}: {name} by a path outside /bin and /usr/bin"
         return ""
 

@@ -168,7 +168,7 @@ class CheckState:
                     continue
                 if option is None or (option.startswith("-") and "x" in option):
                     raise Refused("wrapper", words[position + 1], f"jobs {option or ''}"[:40])
-            if base not in FOLLOWED_WRAPPERS or not _system_spelling(name):
+            if base not in FOLLOWED_WRAPPERS or not system_spelling(name):
                 # ./timeout is whatever put it there: judged as itself (review 15)
                 return Command(base, word, words[position + 1 :])
             position = self.wrapped(words, position, base)
@@ -258,7 +258,7 @@ def base_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _system_spelling(name: str) -> bool:
+def system_spelling(name: str) -> bool:
     """Is ``name`` a bare name or a path in /bin or /usr/bin (the system's
     own program, not a file a script or an earlier step put somewhere)?"""
     return "/" not in name or name.rpartition("/")[0] in ("/bin", "/usr/bin")

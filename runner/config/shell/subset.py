@@ -28,7 +28,7 @@ from .rules import (
     SAFE_SHOPT,
     STDIN_BUILTINS,
 )
-from .state import IDENTIFIER, READING_REDIRECTS, Command, Refused, base_name
+from .state import IDENTIFIER, READING_REDIRECTS, Command, Refused, base_name, system_spelling
 from .variables import is_rebinding_name
 
 #: Shell reserved words: a "command" by one of these names is a misparse.
@@ -181,10 +181,7 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             path
             and name not in BUILTINS
             and self.unnamed_file_made
-            and (
-                ("/" in path and path.rpartition("/")[0] not in ("/bin", "/usr/bin"))
-                or ("/" not in path and self.consumers is not None)
-            )
+            and (not system_spelling(path) or ("/" not in path and self.consumers is not None))
         ):
             # > w${e}c; ./wc: a file made under a name known only at run
             # time may be any program run by a path (in strict mode, by
