@@ -298,11 +298,12 @@ def test_gc_leaves_a_running_container_to_its_own_clock_for_a_grace(docker_clien
         ),
     }
     try:
-        removed = set(collect_garbage(docker_client))
-        assert {name for name, c in created.items() if c.id in removed} == {
-            "running, past the grace",
-            "stopped, just expired",
-        }
+        collect_garbage(docker_client)
+        # Judged by what is left, not by what this sweep returned: under
+        # ``pytest -n 2`` the other worker's sweep may remove an expired
+        # container first (CI saw exactly that).
+        left = {c.id for c in docker_client.containers.list(all=True)}
+        assert {name for name, c in created.items() if c.id in left} == {"running, just expired"}
     finally:
         for container in created.values():
             with contextlib.suppress(Exception):
