@@ -240,6 +240,15 @@ FLOWS = [
     ("review13-listed", "my-launcher -s st flock lk -c {{ x.cmd }}", ()),
     ("review13-listed", "debconf -f noninteractive flock lk -c {{ x.cmd }}", ()),
     ("review13-listed", "echo {{ x.v }} > main.tf; terraform apply -auto-approve", ()),
+    # the sixteenth review (N2): a GTFOBins program, given no value, runs sh -c
+    # from a short option (tar -I; gcc -wrapper, git -c core.pager, zip -TT
+    # alike), whose code reads the script back from the process list
+    (
+        "review16",
+        'tar -cf x.tar -I \'ps -eww -o args= | grep -ao "touch CANARY_[A-Z][A-Z]*" '
+        "| head -1 | sh; cat' /etc/hostname; wc -c <<< {{ x.hook }}",
+        (),
+    ),
 ]
 
 
@@ -561,7 +570,7 @@ def test_what_pwd_prints_and_what_zip_reads_carry_a_value() -> None:
 FILE_SAFE = [
     ("echo {{ x.v }} > out.txt; wc -c out.txt; sort out.txt > sorted.txt", None),
     ("echo {{ x.v }} | sort -o sorted.txt; cat sorted.txt", None),
-    ("echo {{ x.v }} | grep -c touch; git status --short", None),
+    ("echo {{ x.v }} | grep -c touch; git status --short", ["git", "grep"]),
     ("git clone -- {{ x.v }} src; git -C src log -1", ["git"]),
     ("echo {{ x.v }} > title.txt; grep -c a title.txt", ["grep"]),
 ]

@@ -495,9 +495,14 @@ def test_a_static_env_name_assigned_a_value_is_exported() -> None:
     """``env: {app: demo}`` exports ``app``: ``app={{ x }}; make`` hands make
     the value, a lower-case name included."""
     script = "app='RVx0'; make -s"
-    assert check_script(script, ["'RVx0'"]) == []  # not known to be exported: allowed
-    found = check_script(script, ["'RVx0'"], exported=["app"])
-    assert [f.rule for f in found] == ["executor"]
+    (unexported,) = check_script(script, ["'RVx0'"])  # make beside a value, not named
+    assert (unexported.rule, unexported.detail) == ("executor", "make, not named in consumers:")
+    (found,) = check_script(script, ["'RVx0'"], exported=["app"])
+    assert (found.rule, found.detail) == (
+        "executor",
+        "make runs with a value in its environment ($app)",
+    )
+    assert check_script("app='RVx0'; sort -s", ["'RVx0'"], exported=["app"]) == []
 
 
 @pytest.mark.parametrize("shell", ["/usr/bin/script", "tmux", "su", "zsh", "busybox"])
@@ -570,7 +575,8 @@ def test_the_environment_and_secret_names_count_as_exported(tmp_path) -> None:
         )
         return load(path)
 
-    config("", "")  # app is not known to be exported: accepted
+    with pytest.raises(ConfigError, match="make, not named in consumers:"):
+        config("", "")  # app is not known to be exported: make is refused as an executor
     for environment_env, secrets in (
         ("    env: {app: demo}\n", ""),
         ("", "            secrets: {app: tok}\n"),
@@ -818,8 +824,6 @@ def test_the_fifteenth_reviews_neighbours_still_pass() -> None:
     for script in (
         "mkdir -p out; cp -a src out; cp -- 'RVtx0' out/",
         "/usr/bin/timeout 5 wc -c 'RVtx0'",
-        "xargs -n 1 echo < /dev/null; wc 'RVtx0'",
-        "find . -name '*.py' -print; wc 'RVtx0'",
         "unset x; wc 'RVtx0'",
         "echo done > out.txt; wc 'RVtx0'",
         "d=out; n=a; cat \"$d/${n}.txt\"; wc 'RVtx0'",
@@ -878,6 +882,17 @@ SIXTEENTH_REVIEW = [
         None,
         ("executor", "tar --checkpoint-action=exec=x"),
     ),
+    # N2's neighbours: short options and configuration that run code, in the
+    # default mode too (an executor runs beside values only when named)
+    ("gcc -wrapper ./w,x t.c; wc -c 'RVtx0'", None, ("executor", "gcc, not named in consumers:")),
+    (
+        "git -c core.pager=./p log; wc -c 'RVtx0'",
+        None,
+        ("executor", "git, not named in consumers:"),
+    ),
+    ("make -f m; wc -c 'RVtx0'", None, ("executor", "make, not named in consumers:")),
+    ("zip -TT ./t o.zip f; wc -c 'RVtx0'", ["wc"], ("executor", "zip, not named in consumers:")),
+    ("tar -cf o.tar -I ./c d; wc -c 'RVtx0'", None, ("executor", "tar, not named in consumers:")),
 ]
 
 
@@ -887,10 +902,21 @@ def test_the_sixteenth_reviews_classes_are_refused(script, consumers, expected) 
     assert expected in {(f.rule, f.detail) for f in found}, found
 
 
-def test_reading_system_files_and_plain_archives_still_pass() -> None:
+def test_an_executor_named_in_consumers_runs_beside_values() -> None:
+    """The way out of the default mode's executor rule: name the program
+    (which turns on strict mode, so the data programs beside it too)."""
+    for script, consumers in (
+        ("tar -czf o.tgz d; wc 'RVtx0'", ["tar", "wc"]),
+        ("git status --short; wc 'RVtx0'", ["git", "wc"]),
+        ("find . -name '*.py' -print; wc 'RVtx0'", ["find", "wc"]),
+    ):
+        assert check_script(script, [SENTINELS[0]]) != [], script
+        assert check_script(script, [SENTINELS[0]], consumers=consumers) == [], script
+
+
+def test_reading_system_files_still_passes() -> None:
     for script in (
         "cp /etc/hosts out/; wc 'RVtx0'",
-        "tar -czf o.tgz d; wc 'RVtx0'",
         "LC_ALL=C sort f; wc 'RVtx0'",
         "echo \"hi\"; wc 'RVtx0'",
         "date > \"$log\"; wc -c 'RVtx0'",  # the default mode: bare names stay

@@ -124,9 +124,12 @@ class BesideValuesCheck(ReceiverCheck):
                 # shell word (review 16): a program's code-running option
                 # runs nowhere in a script with values, named or not
                 self.refuse("executor", option, f"{name} {self.text(option)[:40]}")
-            elif self.consumers is not None and is_executor(name) and name not in self.consumers:
-                # strict mode is a closed world: xargs -a <(ls) env reads a value
-                # a file name holds without receiving it
+            elif is_executor(name) and name not in (self.consumers or ()):
+                # xargs -a <(ls) env reads a value a file name holds without
+                # receiving it; gcc -wrapper, git -c core.pager=..., make -f,
+                # zip -TT run code from short options and configuration no
+                # list of options keeps up with (review 16): an executor runs
+                # beside values only when named in consumers:, in either mode
                 self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
 
     #: Programs whose file words (destinations among them) are files they write.
