@@ -882,6 +882,58 @@ SIXTEENTH_REVIEW = [
         None,
         ("executor", "tar --checkpoint-action=exec=x"),
     ),
+    # R3's rest: a system path reached through cd, a variable, an expansion
+    # beside text, a glob, .. above the workspace or a link
+    (
+        "cd /etc && echo x > ld.so.preload; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "cd /etc: into the system's directories"),
+    ),
+    (
+        "cd /; echo x > etc/ld.so.preload; wc 'RVtx0'",
+        None,
+        ("file-flow", "cd /: into the system's directories"),
+    ),
+    (
+        "cd ..; echo x > etc/ld.so.preload; wc 'RVtx0'",
+        None,
+        ("file-flow", "cd ..: may climb out to /"),
+    ),
+    (
+        "cd a; for i in 1 2; do cd ..; done; wc 'RVtx0'",
+        None,
+        ("file-flow", "cd ..: may climb out to /"),
+    ),
+    (
+        "d=/etc; echo x > \"$d/ld.so.preload\"; wc 'RVtx0'",
+        None,
+        ("file-flow", "/etc/ld.so.preload: the system runs what is written there"),
+    ),
+    (
+        "echo x > /e${e}tc/ld.so.preload; wc 'RVtx0'",
+        None,
+        ("file-flow", "/e${e}tc/ld.so.preload: the system runs what is written there"),
+    ),
+    (
+        "echo x > /e?c/nsswitch.conf; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "/e?c/nsswitch.conf: the system runs what is written there"),
+    ),
+    (
+        "echo x > ../etc/ld.so.preload; wc 'RVtx0'",
+        None,
+        ("file-flow", "../etc/ld.so.preload: may climb out of the workspace to /etc..."),
+    ),
+    (
+        "ln -s /etc e; echo x > e/ld.so.preload; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "/etc: the system runs what is written there"),
+    ),
+    (
+        "uniq a /etc/ld.so.preload; wc 'RVtx0'",
+        ["wc"],
+        ("file-flow", "/etc/ld.so.preload: the system runs what is written there"),
+    ),
     # N2's neighbours: short options and configuration that run code, in the
     # default mode too (an executor runs beside values only when named)
     ("gcc -wrapper ./w,x t.c; wc -c 'RVtx0'", None, ("executor", "gcc, not named in consumers:")),
@@ -912,6 +964,22 @@ def test_an_executor_named_in_consumers_runs_beside_values() -> None:
     ):
         assert check_script(script, [SENTINELS[0]]) != [], script
         assert check_script(script, [SENTINELS[0]], consumers=consumers) == [], script
+
+
+def test_writes_and_cd_that_stay_out_of_the_system_pass() -> None:
+    """The neighbours of the system-write rules: a subdirectory and back, a
+    cd to /tmp, a relative .. that stays below where it started, a copy
+    from /etc, a file a value names (the author's choice, said in SECURITY.md)."""
+    for script in (
+        "mkdir -p build && cd build && echo x > f && cd ..; wc 'RVtx0'",
+        "cd sub; echo x > ../f; cd ..; wc 'RVtx0'",
+        "cd /tmp && echo x > f; wc 'RVtx0'",
+        "cp /etc/hosts out/; wc 'RVtx0'",
+        'd=out; mkdir -p "$d"; echo x > "$d/f"; wc \'RVtx0\'',
+        "cat /etc/os-release > os.txt; wc 'RVtx0'",
+    ):
+        assert check_script(script, [SENTINELS[0]]) == [], script
+    assert check_script("echo x > 'RVtx0'", [SENTINELS[0]]) == []
 
 
 def test_reading_system_files_still_passes() -> None:

@@ -21,18 +21,12 @@ these refusals look at every command in it, whatever it receives:
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
 from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
 from .state import system_spelling
-
-#: Where writing changes what every later program runs.
-#: The system's own directories (review 16: /etc/nsswitch.conf and an NSS
-#: module in /usr/lib, //etc/ld.so.preload).
-_SYSTEM_CODE_PATHS = ("/etc/", "/proc/", "/sys/", "/usr/", "/lib", "/bin/", "/sbin/", "/boot/")
 
 
 class BesideValuesCheck(ReceiverCheck):
@@ -131,63 +125,6 @@ class BesideValuesCheck(ReceiverCheck):
                 # list of options keeps up with (review 16): an executor runs
                 # beside values only when named in consumers:, in either mode
                 self.refuse("executor", resolved.name_node, f"{name}, not named in consumers:")
-
-    #: Programs whose file words (destinations among them) are files they write.
-    _WRITERS = frozenset({"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync"})
-
-    def system_files_written(self) -> None:
-        """No script with values writes where the system finds code for every
-        later program: ``/etc/ld.so.preload`` (a library loaded into each),
-        ``/proc/sys`` (``kernel/core_pattern`` runs a program), ``/sys``
-        (the fifteenth review).  Judged on the words as written, wherever
-        the write is and whatever it writes."""
-        self.index = None
-        for node in self.tree.nodes:
-            if node.type == "file_redirect":
-                operator = next((self.text(c) for c in node.children if not c.is_named), "")
-                destination = node.child_by_field_name("destination")
-                if operator in (">", ">>", ">|", "&>", "&>>", "<>") and destination is not None:
-                    self._refuse_system_path(destination)
-        for command in self.commands:
-            resolved = self.resolve_quietly(command)
-            if resolved is not None and resolved.name in self._WRITERS:
-                for word in self._destinations(resolved):
-                    self._refuse_system_path(word)
-
-    def _destinations(self, resolved: Any) -> list[Any]:
-        """The words of a writer that name what it writes: a copier's last
-        operand and its ``-t`` directory, ``dd``'s ``of=``, every operand of
-        ``tee`` and ``touch``."""
-        words = list(resolved.arguments)
-        statics = [self.tree.static(word) for word in words]
-        if resolved.name == "dd":
-            return [w for w, t in zip(words, statics, strict=True) if t and t.startswith("of=")]
-        operands = [
-            w for w, t in zip(words, statics, strict=True) if not (t or "-").startswith("-")
-        ]
-        if resolved.name in ("tee", "touch"):
-            return operands
-        targets = [
-            words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-t", "--target-directory")
-        ]
-        targets += [
-            w
-            for w, t in zip(words, statics, strict=True)
-            if t and t.startswith("--target-directory=")
-        ]
-        return targets + operands[-1:]
-
-    def _refuse_system_path(self, word: Any) -> None:
-        text = self.tree.static(word)
-        if text is None:
-            return  # a name fixed at run time is judged by the file-flow rules
-        path = (
-            "/" + posixpath.normpath(text.split("=", 1)[-1]).lstrip("/")
-            if text.startswith("/") or "=/" in text
-            else ""
-        )
-        if path.startswith(_SYSTEM_CODE_PATHS):
-            self.refuse("file-flow", word, f"{path[:40]}: the system runs what is written there")
 
     #: Node types through which a word's text is only known at run time.
     _EXPANSIONS = frozenset(

@@ -33,21 +33,23 @@ with tree-sitter-bash and answers for the whole script, in three passes:
    data where it stands (``"$NAME"`` for a tainted variable; an unquoted
    ``$( )`` that carries one is split again and refused).
 
-This module runs the passes in order and answers (``check_script``); each
-pass lives in a module of its own, as a class composed here into ``_Check``:
-``subset`` (pass 1) and ``agreement`` (a parse bash would not share), ``taint`` (where the
-values are, pass 2, arithmetic), ``flows`` (pass 3, from a value to its
-readers), ``receivers`` (who may receive one, and the files values reach)
-and ``beside`` (what may run anywhere in a script that holds a value; in
-strict mode a closed world), all over ``state`` (the shared state and
-helpers), ``proc_paths`` (words that may name /proc) and ``tree`` (the
-parse).  The facts they judge by are ``rules`` (the rule table, builtins,
-dialects), ``programs`` (who runs what it gets, who may get a value) and
-``variables`` (names that change how the shell runs).  Classes rather than
-free functions: the passes call each other at every step (a flow reaches a
-receiver, a receiver's file is read by a later flow) and share one state,
-so as methods of one object they keep the calls and the state of the single
-class they came from, and each class's bases say what it may call.
+This module runs the passes in order and answers (``check_script``); each pass
+lives in a module of its own, as a class composed here into ``_Check``:
+``subset`` (pass 1) and ``agreement`` (a parse bash would not share),
+``taint`` (where the values are, pass 2, arithmetic), ``flows`` (pass 3, from
+a value to its readers), ``receivers`` (who may receive one, and the files
+values reach) and ``beside`` (what may run anywhere in a script that holds a
+value; in strict mode a closed world), ``writes`` (no write or ``cd`` into the
+system's directories), all over ``state`` (the shared state and helpers),
+``proc_paths`` and ``system_paths`` (words that may name /proc, or /etc and
+its kin) and ``tree`` (the parse).  The facts they judge by are ``rules`` (the
+rule table, builtins, dialects), ``programs`` (who runs what it gets, who may
+get a value) and ``variables`` (names that change how the shell runs).
+Classes rather than free functions: the passes call each other at every step
+(a flow reaches a receiver, a receiver's file is read by a later flow) and
+share one state, so as methods of one object they keep the calls and the state
+of the single class they came from, and each class's bases say what it may
+call.
 
 Whatever the checker does not recognise is refused; each refusal names its
 rule and the fix (``rules.RULES``).  The cost is linear in the size of
@@ -66,11 +68,12 @@ from .state import Finding
 from .subset import SubsetCheck
 from .taint import TaintCheck
 from .variables import controls_start_up, is_shell_control_name
+from .writes import SystemWritesCheck
 
 __all__ = ["RULES", "Finding", "check_script", "is_shell_control_name"]
 
 
-class _Check(SubsetCheck, TaintCheck, BesideValuesCheck):
+class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
     """One script: the three passes of the module docstring."""
 
     def run(self) -> list[Finding]:

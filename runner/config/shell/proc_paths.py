@@ -21,7 +21,7 @@ _PROCESS_TEXT = re.compile(r"^/dev/(stdin|fd/)|/proc/")
 _BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
 #: A parameter expansion in a word's text (``${p}``, ``$p``; not ``$$``).
-_EXPANSION = re.compile(r"\$(?:\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+EXPANSION = re.compile(r"\$(?:\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def names_process_path(text: str, *, strict: bool = False) -> bool:
@@ -42,31 +42,31 @@ def names_process_path(text: str, *, strict: bool = False) -> bool:
     for index, part in enumerate(parts):
         if strict and "$" in part:
             return True
-        if "$" in part and _EXPANSION.sub("", part) != part:
+        if "$" in part and EXPANSION.sub("", part) != part:
             # p=/pr; "${p}oc": an expansion beside other text (or another
             # expansion) may complete any name, so it is read as a glob's *;
             # a whole component that is one variable ("$d/x") is judged by
             # what the script assigns it (process_path_names; the fifteenth review)
-            pieces = _EXPANSION.split(part)
-            if len(_EXPANSION.findall(part)) > 1 or any(piece for piece in pieces):
-                part = _EXPANSION.sub("*", part)
-        if _component_may_be("proc", part):
+            pieces = EXPANSION.split(part)
+            if len(EXPANSION.findall(part)) > 1 or any(piece for piece in pieces):
+                part = EXPANSION.sub("*", part)
+        if component_may_be("proc", part):
             return True
-        if _component_may_be("dev", part) and index + 1 < len(parts):
+        if component_may_be("dev", part) and index + 1 < len(parts):
             after = parts[index + 1]
-            if _component_may_be("fd", after) or _component_may_be("stdin", after):
+            if component_may_be("fd", after) or component_may_be("stdin", after):
                 return True
     return False
 
 
-def _component_may_be(name: str, part: str, depth: int = 0) -> bool:
+def component_may_be(name: str, part: str, depth: int = 0) -> bool:
     """Can the path component ``part`` expand to ``name`` (braces, then globs)?"""
     part = part.lower()
     braces = _BRACES.search(part)
     if braces is not None and depth < 4:
         head, tail = part[: braces.start()], part[braces.end() :]
         return any(
-            _component_may_be(name, head + option + tail, depth + 1)
+            component_may_be(name, head + option + tail, depth + 1)
             for option in braces.group(1).split(",")
         )
     part = _SEQUENCE.sub("*", part)  # {p..p}: any text

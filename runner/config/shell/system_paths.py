@@ -1,0 +1,70 @@
+"""Might a path a script writes to, or moves into, be one of the system's own?
+
+Writing ``/etc/ld.so.preload`` loads a library into every later program,
+``/etc/nsswitch.conf`` and an NSS module in ``/usr/lib`` do the same, and
+``/proc/sys/kernel/core_pattern`` runs a program: a script with values may
+write none of them (the sixteenth review).  Reviews spelled them with
+``//``, through ``cd /etc`` and a relative name, through a variable
+(``d=/etc``), an expansion beside text (``/e${x}tc``), a glob (``/e?c``),
+and ``..`` climbing out of the working directory.  Plain functions over
+text, as bash would expand it; ``beside`` judges the commands.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from .proc_paths import EXPANSION, component_may_be
+
+#: The top-level directories where the system finds code (``lib*`` as a
+#: pattern: ``lib32``, ``lib64``, ``libx32``).
+SYSTEM_DIRECTORIES = ("etc", "usr", "lib", "bin", "sbin", "boot", "proc", "sys")
+
+
+def _first_component_may_be_system(first: str) -> bool:
+    if first.lower().startswith("lib"):
+        return True
+    return any(component_may_be(name, first) for name in SYSTEM_DIRECTORIES) or (
+        # a pattern that may match a lib* directory: l*, li?64
+        component_may_be("lib64", first) or component_may_be("lib32", first)
+    )
+
+
+def names_system_path(text: str) -> bool:
+    """Might ``text`` (a word, quotes removed, variables the script set
+    already substituted) name a path under the system's directories, or
+    ``/`` itself?  An expansion left in it may be any text: beside other
+    text in the first component it completes any name (``/e${x}tc``), and
+    as the whole first component it may be any directory (``/$d/x``)."""
+    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    if not text.startswith("/"):
+        return False
+    if "$" not in text and "*" not in text and "?" not in text and "[" not in text:
+        text = posixpath.normpath(text)
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if not parts:
+        return True  # "/": every relative name after it is a system path
+    first = EXPANSION.sub("*", parts[0])
+    if first == "..":
+        return True  # /.. is /
+    return _first_component_may_be_system(first)
+
+
+def climbs_out(text: str) -> bool:
+    """Does the relative path ``text`` climb above the directory it starts
+    from (``../../etc/x``: the workspace may sit right under ``/``)?  A
+    ``..`` after an expansion (``$d/..``) may climb anywhere too."""
+    if text.startswith("/"):
+        return False
+    depth = 0
+    for part in text.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in ("", "."):
+            if "$" in part or part.startswith("~"):
+                return ".." in text.split("/")  # an unknown directory, then ..
+            depth += 1
+    return False

@@ -1,0 +1,222 @@
+"""Where a script with values may write: not where the system finds code.
+
+A file the system reads before every program (``/etc/ld.so.preload``,
+``/etc/nsswitch.conf`` and an NSS module, ``/proc/sys/kernel/core_pattern``)
+runs code in every later command, values or not; the sixteenth review ran
+a value that way through each.  So in a script that holds a value, no
+write (a redirect, a file utility's destination, a link's target) may name
+a path under the system's directories (``system_paths``), spelled any way
+bash would expand it, through a variable the script sets, or relative
+after a ``cd`` that may have moved there: a ``cd`` into a system directory
+or ``/``, or a ``..`` that climbs above ``/``'s first level (the workspace
+may be ``/workspace``), is refused.  A value that names a file may still
+name any file the step's user can write: that is the author's choice and
+the sandbox's containment (SECURITY.md says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+from typing import Any
+
+from .proc_paths import EXPANSION, UNQUOTED
+from .receivers import ReceiverCheck
+from .system_paths import climbs_out, names_system_path
+
+#: Redirect operators that write their target.
+_WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+#: Programs whose destination words name what they write or link.
+_WRITERS = frozenset(
+    {"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync", "uniq", "mktemp"}
+)
+#: Statements whose body runs again and again: a ``cd ..`` in one climbs each time.
+_LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
+#: Directory depth below ``/`` assumed where the script starts, or after a
+#: ``cd`` to a place known only at run time: the workspace may be ``/workspace``.
+_START_DEPTH = 1
+
+
+class SystemWritesCheck(ReceiverCheck):
+    """Writes and ``cd`` in a script that holds a value, judged against ``/``."""
+
+    def system_files_written(self) -> None:
+        self.index = None
+        assigned = self._assigned_texts()
+        depth = _START_DEPTH
+        for node in sorted(self._places(), key=lambda n: n.start_byte):
+            if node.type == "command":
+                depth = self._moved(node, depth, assigned)
+                continue
+            for text in self._spellings(node, assigned):
+                if names_system_path(text):
+                    self.refuse(
+                        "file-flow",
+                        node,
+                        f"{_shown(text)[:40]}: the system runs what is written there",
+                    )
+                    break
+                if not text.startswith("/") and _reaches_system(text, depth):
+                    self.refuse(
+                        "file-flow", node, f"{text[:40]}: may climb out of the workspace to /etc..."
+                    )
+                    break
+
+    def _places(self) -> list[Any]:
+        """The ``cd``/``pushd``/``popd`` commands and the words that name a
+        file a command writes."""
+        places: list[Any] = []
+        for node in self.tree.nodes:
+            if node.type == "file_redirect":
+                operator = next((self.text(c) for c in node.children if not c.is_named), "")
+                destination = node.child_by_field_name("destination")
+                if operator in _WRITING and destination is not None:
+                    places.append(destination)
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None:
+                continue
+            if resolved.name in ("cd", "pushd", "popd"):
+                places.append(command)
+            elif resolved.name in _WRITERS:
+                places += self._destinations(resolved)
+        return places
+
+    def _moved(self, command: Any, depth: int, assigned: dict[str, list[str]]) -> int:
+        """The depth below ``/`` after ``command`` (a ``cd``), refusing one
+        that may land in a system directory, in ``/``, or climb in a loop."""
+        resolved = self.resolve_quietly(command)
+        assert resolved is not None
+        operands = [w for w in resolved.arguments if (self.tree.static(w) or "x")[0] not in "-+"]
+        if resolved.name == "popd" or not operands:
+            return _START_DEPTH  # $HOME or where it was: at least one level down
+        word = operands[0]
+        if self.carries(word):
+            return _START_DEPTH  # a value names the directory: the author's choice
+        for text in self._spellings(word, assigned):
+            if text.startswith("/"):
+                if names_system_path(text):
+                    self.refuse(
+                        "file-flow", command, f"cd {text[:40]}: into the system's directories"
+                    )
+                    return _START_DEPTH
+                if "$" not in text:
+                    depth = len([p for p in text.split("/") if p not in ("", ".")])
+                    continue
+                return _START_DEPTH
+            climb = _climb(text)
+            if climb and (climb >= depth or self._in_loop(command)):
+                self.refuse("file-flow", command, f"cd {text[:40]}: may climb out to /")
+                return _START_DEPTH
+            if climbs_out(text) or "$" in text or text.startswith("~"):
+                return _START_DEPTH
+            depth += len([p for p in text.split("/") if p not in ("", ".", "..")]) - climb
+        return max(depth, _START_DEPTH)
+
+    def _in_loop(self, node: Any) -> bool:
+        parent = self.tree.parent(node)
+        while parent is not None:
+            if parent.type in _LOOPS:
+                return True
+            parent = self.tree.parent(parent)
+        return False
+
+    def _assigned_texts(self) -> dict[str, list[str]]:
+        """Each variable the script assigns, with the texts it assigns it
+        (quotes removed): ``d=/etc; > "$d/ld.so.preload"`` writes /etc."""
+        assigned: dict[str, list[str]] = {}
+        for node in self.tree.nodes:
+            if node.type == "variable_assignment":
+                name, value = self.assigned_name(node), node.child_by_field_name("value")
+                if name and value is not None:
+                    text = self.tree.static(value) or UNQUOTED.sub("", self.text(value))
+                    assigned.setdefault(name, []).append(text)
+        return assigned
+
+    def _spellings(self, word: Any, assigned: dict[str, list[str]]) -> list[str]:
+        """The texts ``word`` may stand for: quotes removed, each variable the
+        script assigns replaced by each text it is given (a few at most);
+        any other expansion is left for ``system_paths`` to read as any text."""
+        text = self.tree.static(word)
+        if text is not None:
+            return [text]
+        text = UNQUOTED.sub("", self.text(word))
+        names = [n for n in dict.fromkeys(_names(text)) if n in assigned][:3]
+        if not names:
+            return [text]
+        spellings = []
+        for choice in itertools.islice(itertools.product(*(assigned[n][:4] for n in names)), 64):
+            spelled = text
+            for name, value in zip(names, choice, strict=True):
+                spelled = spelled.replace("${" + name + "}", value).replace("$" + name, value)
+            spellings.append(spelled)
+        return spellings
+
+    def _destinations(self, resolved: Any) -> list[Any]:
+        """The words of a writer that name what it writes: a copier's last
+        operand and its ``-t`` directory, a link's target too, ``dd``'s
+        ``of=``, every operand of ``tee`` and ``touch``, ``uniq``'s output,
+        ``mktemp``'s template and ``-p`` directory."""
+        words = list(resolved.arguments)
+        statics = [self.tree.static(word) for word in words]
+        if resolved.name == "dd":
+            return [w for w, t in zip(words, statics, strict=True) if t and t.startswith("of=")]
+        operands = [
+            w for w, t in zip(words, statics, strict=True) if not (t or "-").startswith("-")
+        ]
+        if resolved.name in ("tee", "touch", "mktemp", "ln", "link"):
+            # ln -s /etc e; echo x > e/ld.so.preload: a link to a system
+            # directory is a way into it, so every operand counts
+            after = [words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-p", "--tmpdir")]
+            return operands + after
+        if resolved.name == "uniq":
+            return operands[1:2]
+        targets = [
+            words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-t", "--target-directory")
+        ]
+        targets += [
+            w
+            for w, t in zip(words, statics, strict=True)
+            if t and t.startswith(("--target-directory=", "--tmpdir="))
+        ]
+        return targets + operands[-1:]
+
+
+def _shown(path: str) -> str:
+    """``path`` as the message shows it: ``//etc/./x`` as ``/etc/x``."""
+    if path.startswith("/") and not any(c in path for c in "$*?[{"):
+        return "/" + posixpath.normpath(path).lstrip("/")
+    return path
+
+
+def _names(text: str) -> list[str]:
+    return [m.group(0).strip("${}") for m in EXPANSION.finditer(text)]
+
+
+def _climb(text: str) -> int:
+    """How many directories the relative path ``text`` climbs above where it
+    starts, at its highest point."""
+    depth = lowest = 0
+    for part in text.split("/"):
+        if part == "..":
+            depth -= 1
+            lowest = min(lowest, depth)
+        elif part not in ("", "."):
+            depth += 1
+    return -lowest
+
+
+def _reaches_system(text: str, depth: int) -> bool:
+    """Does the relative path ``text``, from ``depth`` levels below ``/``,
+    climb to ``/`` and go on into a system directory (``../etc/x`` from
+    ``/workspace``)?"""
+    parts = text.split("/")
+    for index, part in enumerate(parts):
+        if part == "..":
+            depth -= 1
+            if depth <= 0:
+                rest = "/".join(parts[index + 1 :])
+                return bool(rest.strip("/.")) and names_system_path("/" + rest)
+        elif part not in ("", "."):
+            depth += 1
+    return False
