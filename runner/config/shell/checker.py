@@ -37,9 +37,10 @@ This module runs the passes in order and answers (``check_script``); each pass
 lives in a module of its own, as a class composed here into ``_Check``:
 ``subset`` (pass 1) and ``agreement`` (a parse bash would not share),
 ``taint`` (where the values are, pass 2, arithmetic), ``flows`` (pass 3, from
-a value to its readers), ``receivers`` (who may receive one, and the files
-values reach) and ``beside`` (what may run anywhere in a script that holds a
-value; in strict mode a closed world), ``writes`` (no write or ``cd`` into the
+a value to its readers) over ``option_words`` (what ``printf`` and ``test``
+read as options), ``receivers`` (who may receive one, and the files values
+reach) and ``beside`` (what may run anywhere in a script that holds a value;
+in strict mode a closed world), ``writes`` (no write or ``cd`` into the
 system's directories), all over ``state`` (the shared state and helpers),
 ``proc_paths`` and ``system_paths`` (words that may name /proc, or /etc and
 its kin) and ``tree`` (the parse).  The facts they judge by are ``rules`` (the
