@@ -991,3 +991,12 @@ def test_reading_system_files_still_passes() -> None:
         "date > \"$log\"; /usr/bin/wc -c 'RVtx0'",
     ):
         assert check_script(script, [SENTINELS[0]]) == [], script
+
+
+def test_a_backup_option_is_read_per_program() -> None:
+    """``-S`` names a suffix for cp and gzip (``gzip -S c w`` writes ``wc``),
+    but strips debug data for strip and objcopy: only the first are refused."""
+    for script in ("gzip -S c w; ./wc 'RVtx0'", "cp -b -S c x w; ./wc -c 'RVtx0'"):
+        assert "file-flow" in {f.rule for f in check_script(script, [SENTINELS[0]])}, script
+    for script in ("strip -S a.out; wc 'RVtx0'", "objcopy -S a.out b.out; wc 'RVtx0'"):
+        assert check_script(script, [SENTINELS[0]]) == [], script

@@ -145,7 +145,7 @@ class BesideValuesCheck(ReceiverCheck):
                 continue
             for word in resolved.arguments:
                 text = self.tree.static(word)
-                if text is not None and _backs_up(text):
+                if text is not None and _backs_up(text, resolved.name):
                     self.refuse(
                         "file-flow", word, f"{resolved.name} {text[:20]}: a backup names a file"
                     )
@@ -197,9 +197,27 @@ class BesideValuesCheck(ReceiverCheck):
         return ""
 
 
-def _backs_up(option: str) -> bool:
-    """Does ``option`` make a copier keep a backup under a derived name
+#: The short options with which a maker names a file it derives from
+#: another (a backup, a suffix): ``cp -b -S c x w`` renames ``w`` to
+#: ``wc``, ``gzip -S c w`` writes ``wc``.  ``strip -S``, ``objcopy -S`` and
+#: ``rsync -S`` (strip debug data, sparse files) name nothing.
+_NAMING_SHORT_OPTIONS = {
+    "cp": "bS",
+    "mv": "bS",
+    "ln": "bS",
+    "install": "bS",
+    "rsync": "b",
+    "gzip": "S",
+    "gunzip": "S",
+    "xz": "S",
+    "unxz": "S",
+}
+
+
+def _backs_up(option: str, program: str = "cp") -> bool:
+    """Does ``option`` make ``program`` write a file under a derived name
     (``-b``, ``-fb``, ``--backup``, ``-S SUFFIX``, ``--suffix``)?"""
     if option.startswith("--"):
         return option.startswith(("--backup", "--suffix", "--su"))
-    return option.startswith("-") and ("b" in option[1:] or "S" in option[1:])
+    letters = _NAMING_SHORT_OPTIONS.get(program, "")
+    return option.startswith("-") and any(letter in option[1:] for letter in letters)
