@@ -172,7 +172,7 @@ class UnsafeTemplateError(TemplateSecurityError):
 
 class OptionLikeValueError(UnsafeTemplateError):
     """A word read from a ``no_leading_option`` input would reach its program
-    starting with ``-`` or ``+``, once the template's filters ran.  Raised before
+    starting with ``-``, ``+`` or ``@``, once the template's filters ran.  Raised before
     the step runs; the message names the input, never the value."""
 
 

@@ -383,8 +383,10 @@ def _scalars(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
 
 #: What a word may not start with when its input is declared ``no_leading_option``
 #: (old name ``no_leading_dash``): ``-x`` and ``--opt`` are options to most
-#: programs, ``+cmd`` to ``ex``, ``vim``, ``less`` and ``more`` (which run it).
-OPTION_STARTS = ("-", "+")
+#: programs, ``+cmd`` to ``ex``, ``vim``, ``less`` and ``more`` (which run it),
+#: ``@file`` a file of options to GCC, binutils (``nm @opts`` read
+#: ``--plugin=./x.so`` from it: the seventeenth review) and javac.
+OPTION_STARTS = ("-", "+", "@")
 
 
 def _reject_leading_dash(value: Any, *, input_id: str, consumer: str | None) -> None:

@@ -40,6 +40,7 @@ def write(tmp_path: Path, text: str, name: str = "agent.yaml") -> Path:
 
 CAPTURE = """\
 version: 1
+consumers: [capture]  # a program of the test's own: named, it may get a value
 inputs:
   t.value:
     as: v
@@ -62,7 +63,8 @@ agent:
               import json, sys
               open("args.json", "w").write(json.dumps(sys.argv[1:]))
               open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))
-          - run: chmod +x capture && ./capture {{ v.text }}
+          - run: chmod +x capture
+          - run: ./capture {{ v.text }}
           - run: rm capture && ls -A > listing.txt
         on_destroy:
           - save: args.json
@@ -583,6 +585,7 @@ def test_the_error_names_the_hook_that_raised_not_the_last_to_fail(tmp_path) -> 
 
 SECRET_CONFIG = """\
 version: 1
+consumers: [long-error]
 inputs:
   t.tok:
     as: tok
@@ -605,7 +608,8 @@ agent:
               import sys
               sys.stderr.write("x" * 1500 + sys.argv[1] + "y" * 900)
               sys.exit(2)
-          - run: chmod +x long-error && ./long-error {{ tok.token }}
+          - run: chmod +x long-error
+          - run: ./long-error {{ tok.token }}
 """
 
 

@@ -50,6 +50,7 @@ PAYLOADS = {
     "sort-option": "--compress-program=sh",
     "sort-command": "touch CANARY_SORT",
     "hook": ";touch CANARY_HOOK;",
+    "grep-env": "touch CANARY_XZGREP; grep",
 }
 
 #: The thirteenth review's readers of the script's own text: the first line
@@ -249,6 +250,20 @@ FLOWS = [
         "| head -1 | sh; cat' /etc/hostname; wc -c <<< {{ x.hook }}",
         (),
     ),
+    # the seventeenth review: a shell script that evaluates its environment
+    # (xzgrep runs $GREP); a program outside GTFOBins that runs shell code
+    # from its own option text, beside a value in the default mode
+    ("review17", "GREP={{ x.grep_env }} xzgrep -c root /etc/hostname; true", ()),
+    (
+        "review17",
+        "mkdir debian; printf 'p (1) u; urgency=low\\n\\n  * x\\n\\n"
+        " -- A <a@b.c>  Thu, 01 Jan 2025 00:00:00 +0000\\n' > debian/changelog; "
+        "printf 'Source: p\\n\\nPackage: p\\nArchitecture: all\\n' > debian/control; "
+        "dpkg-buildpackage --hook-init='ps -eww -o args= "
+        '| grep -a -m1 "^bash -c .*dpkg-buildp[a]ckage" | rev | cut -d";" -f2 | rev | sh\'; '
+        "wc -c <<< {{ x.hook }}",
+        (),
+    ),
 ]
 
 
@@ -376,15 +391,18 @@ def test_strict_mode_lets_only_the_consumers_and_the_builtin_set_receive() -> No
     assert [f.rule for f in check_script("printf -- 'RVtx0'", sentinel, **strict)] == [
         "printf-option"
     ]
-    # the default mode refuses git (GTFOBins lists it) and accepts sort
+    # the default mode refuses git (GTFOBins lists it) and sort (not a data
+    # program), and lets a data program receive the value
     assert [f.rule for f in check_script("git clone -- 'RVtx0'", sentinel)] == ["executor"]
-    assert check_script("sort -- 'RVtx0'", sentinel) == []
+    assert [f.rule for f in check_script("sort -- 'RVtx0'", sentinel)] == ["strict-program"]
+    assert check_script("grep -c -- 'RVtx0' f", sentinel) == []
 
 
 def test_strict_mode_runs_only_named_and_data_programs_beside_values() -> None:
-    """Strict mode is a closed world: a program that receives no value still
+    """Either mode is a closed world: a program that receives no value still
     may not run beside one unless it is a consumer, the built-in set or a
-    data program (``STRICT_PROGRAMS``); the default mode lets it run."""
+    data program (``STRICT_PROGRAMS``); the seventeenth review ran
+    ``dpkg-buildpackage --hook-init`` beside a value in the default mode."""
     sentinel = ["'RVtx0'"]
     strict = {"consumers": ["wc"]}
     data = "mkdir -p out; cp a out/; ls out | head -n 1; sleep 0; wc -c -- 'RVtx0'"
@@ -404,8 +422,10 @@ def test_strict_mode_runs_only_named_and_data_programs_beside_values() -> None:
     assert check_script("timeout 5 gpg -k; wc -- 'RVtx0'", sentinel, consumers=["wc", "gpg"]) == []
     (finding,) = check_script("timeout 5 gpg -k; wc -- 'RVtx0'", sentinel, **strict)
     assert (finding.rule, finding.detail) == ("strict-program", "gpg, not in consumers:")
-    # the default mode is an open world: gpg may run beside a value
-    assert check_script("gpg -k; wc -c -- 'RVtx0'", sentinel) == []
+    # the default mode is a closed world too
+    for program in ("dpkg-buildpackage --hook-init=x", "gpg -k", "./build"):
+        findings = check_script(f"{program}; wc -c -- 'RVtx0'", sentinel)
+        assert [(f.rule, f.index) for f in findings] == [("strict-program", None)], program
 
 
 #: The third review's strict-mode bypasses: (template, consumers).  Each one
@@ -568,8 +588,8 @@ def test_what_pwd_prints_and_what_zip_reads_carry_a_value() -> None:
 #: Scripts that write a value to a file and run only programs that do not
 #: run code (or, in strict mode, consumers that are not executors): accepted.
 FILE_SAFE = [
-    ("echo {{ x.v }} > out.txt; wc -c out.txt; sort out.txt > sorted.txt", None),
-    ("echo {{ x.v }} | sort -o sorted.txt; cat sorted.txt", None),
+    ("echo {{ x.v }} > out.txt; wc -c out.txt; sort out.txt > sorted.txt", ["sort", "wc"]),
+    ("echo {{ x.v }} | sort -o sorted.txt; cat sorted.txt", ["sort"]),
     ("echo {{ x.v }} | grep -c touch; git status --short", ["git", "grep"]),
     ("git clone -- {{ x.v }} src; git -C src log -1", ["git"]),
     ("echo {{ x.v }} > title.txt; grep -c a title.txt", ["grep"]),

@@ -42,7 +42,7 @@ def config(tmp_path: Path, steps: str, *, flag: str = "no_leading_dash: true") -
         textwrap.dedent(
             f"""\
             version: 1
-            consumers: [git, ls, ex, vim, less, touch]  # they get values: strict mode
+            consumers: [git, ls, ex, vim, less, touch, nm]  # they get values: strict mode
             inputs:
               acme.x:
                 as: x
@@ -226,3 +226,19 @@ def test_the_input_level_check_still_refuses_early(tmp_path) -> None:
         assert f"field 'v' starts with '{value[0]}'" in result.stderr
         assert "session_starting" not in [e["event"] for e in events]
         assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("steps", "value", "consumer"),
+    [
+        ("- run: touch MARK; nm {{ x.v }}\n", {"v": "@opts"}, "agent default_agent"),
+        ("- run: touch MARK; nm -- {{ x.v | trim }}\n", {"v": " @opts"}, "opts.on_create"),
+    ],
+)
+def test_an_at_file_of_options_is_refused_too(tmp_path, steps, value, consumer) -> None:
+    """``nm @opts`` reads its options from the file ``opts`` (``--plugin=./x.so``
+    loads a library: the seventeenth review); GCC, binutils and javac alike."""
+    stderr = assert_refused(
+        tmp_path, steps, value, "@opts", consumer, flag="no_leading_option: true"
+    )
+    assert "starts with '@'" in stderr

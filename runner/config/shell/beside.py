@@ -10,13 +10,13 @@ these refusals look at every command in it, whatever it receives:
   (``programs_beside_files``);
 - no shell or interpreter, nor one another program starts
   (``interpreters_beside_values``);
-- in strict mode (``consumers:``), a closed world: no program but the
-  consumers, ``STRICT_RECEIVERS`` and ``STRICT_PROGRAMS`` (data programs
-  with no option that runs anything, by name or from /bin, /usr/bin;
+- a closed world, in either mode: no program but the consumers,
+  ``STRICT_RECEIVERS`` and ``STRICT_PROGRAMS`` (data programs with no
+  option that runs anything, by name or from /bin, /usr/bin;
   ``strict_programs_only``).  The fourteenth review ran the script's own
-  text, read back with ``ps``, from ``dpkg-buildpackage --hook-init='...'``:
-  no checker can know every program's options, so strict mode does not try.
-  The default mode stays an open world; SECURITY.md says so.
+  text, read back with ``ps``, from ``dpkg-buildpackage --hook-init='...'``
+  in strict mode, the seventeenth in the default mode: no checker can know
+  every program's options and environment, so neither mode tries.
 """
 
 from __future__ import annotations
@@ -77,6 +77,30 @@ class BesideValuesCheck(ReceiverCheck):
                         f"{name} {self.text(option_glob)[:30]}: a file name a value chose "
                         "may expand here as an option (put -- before it)",
                     )
+
+    def globs_into_variables(self) -> None:
+        """Once a value may have named a file, a glob that fills a variable
+        (``for f in *``, ``select f in *``, ``a=(*)``) may hand a later
+        command a name the value chose, read as an option (``@opts`` to
+        ``nm``: the seventeenth review); ``./*`` names start with ``./``."""
+        if not self.content_written:
+            return
+        self.index = None
+        for node in self.tree.nodes:
+            if node.type in ("for_statement", "select_statement", "array"):
+                words = (
+                    node.named_children
+                    if node.type == "array"
+                    else node.children_by_field_name("value")
+                )
+                for word in words:
+                    if self.globs(word) and not self.text(word).startswith(("./", "/")):
+                        self.refuse(
+                            "file-flow",
+                            word,
+                            f"{self.text(word)[:30]}: a file name a value chose may come out "
+                            "as an option (write ./* )",
+                        )
 
     def interpreters_beside_values(self) -> None:
         """No shell or interpreter runs anywhere in a script that holds a
@@ -172,22 +196,41 @@ class BesideValuesCheck(ReceiverCheck):
         return None
 
     def strict_programs_only(self) -> None:
-        if self.consumers is None:
-            return
         self.index = None
-        refused = {(f.line, f.column) for f in self.findings}
+        refused = [(f.line - 1, f.column - 1) for f in self.findings]
+        functions = {
+            self.text(n.child_by_field_name("name"))
+            for n in self.tree.nodes
+            if n.type == "function_definition" and n.child_by_field_name("name") is not None
+        }
         for command in self.commands:
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name is None or resolved.name in BUILTINS:
                 continue  # refused elsewhere (an unknown name), or a builtin: judged as a construct
+            if resolved.name in functions:
+                continue  # its definition is refused
             detail = self.unnamed(resolved.name, self.tree.static(resolved.name_node) or "")
-            row, column = resolved.name_node.start_point
-            if detail and (row + 1, column + 1) not in refused:
+            if detail and not self._refused_around(command, refused):
                 self.refuse("strict-program", resolved.name_node, detail)
+
+    def _refused_around(self, command: Any, refused: list[tuple[int, int]]) -> bool:
+        """Was ``command``, or a command around it (``$(which ls) {{ x }}``),
+        refused already?  One finding for it is enough."""
+        node = command
+        while node is not None:
+            if node.type == "command":
+                start, end = node.start_point, node.end_point
+                if any(start <= at < end for at in refused):
+                    return True
+            node = self.tree.parent(node)
+        return False
 
     def unnamed(self, name: str, spelled: str) -> str:
         """Why the program ``name`` (``spelled`` as the script calls it) may not
-        run in a strict-mode script with values, or "" when it may."""
+        run in a script with values, or "" when it may: a closed world in
+        either mode (the seventeenth review ran ``dpkg-buildpackage
+        --hook-init`` beside a value in the default mode, as the fourteenth
+        had in strict mode)."""
         if name in (self.consumers or ()):
             return ""  # the author named it: by any path, as they call it
         if name not in STRICT_RECEIVERS | STRICT_PROGRAMS:

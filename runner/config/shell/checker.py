@@ -110,6 +110,7 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
             piped = {k: c for k, c in self.stdin_readers.items() if k not in followed}
             if not found and not piped:
                 self.programs_beside_files()
+                self.globs_into_variables()
                 self.interpreters_beside_values()
                 self.strict_programs_only()
                 self.system_files_written()

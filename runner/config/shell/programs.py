@@ -279,9 +279,23 @@ RUNNING_OPTIONS = (
 )
 
 
+#: Programs Debian ships as shell scripts that evaluate their environment or
+#: rebuild a command line: ``xzgrep`` runs ``$GREP``, ``xzdiff`` ``$DIFF``,
+#: ``zcmp`` ``$CMP`` (the seventeenth review ran each with a value there).
+#: Shells in all but name: they count as interpreters.
+_SHELL_SCRIPTS = re.compile(
+    r"(?:z|xz|bz|lz|lzma|zstd)(?:e?grep|fgrep|diff|cmp|less|more)|gzexe|znew|zforce|ldd"
+)
+
+
 def is_interpreter(name: str) -> bool:
-    """A shell or an interpreter: never a consumer, never named among a receiver's words."""
-    return name in INTERPRETERS or _INTERPRETER.fullmatch(name) is not None
+    """A shell or an interpreter (a shell script among them): never a
+    consumer, never named among a receiver's words."""
+    return (
+        name in INTERPRETERS
+        or _INTERPRETER.fullmatch(name) is not None
+        or _SHELL_SCRIPTS.fullmatch(name) is not None
+    )
 
 
 def is_executor(name: str) -> bool:

@@ -336,8 +336,8 @@ class ReceiverCheck(CheckState):
             text = self.tree.static(word)
             if text == "--":
                 return None
-            if self.globs(word):
-                return word
+            if self.globs(word) and not self.text(word).startswith(("./", "/")):
+                return word  # ./* names start with ./: never an option
         return None
 
     def globs(self, word: Any) -> bool:

@@ -151,12 +151,13 @@ RULES: dict[str, tuple[str, str]] = {
         "data through a file a write: step made",
     ),
     "strict-program": (
-        "in a strict-mode script (consumers:) that also runs a program nobody named: "
-        "a program may run code from its own option text (dpkg-buildpackage --hook-init) "
-        "and read the values from the process list",
-        "name the program in consumers: if you trust it with the values, or run it in a "
-        "step without values; only consumers, echo, printf, cat, test and the data "
-        "programs listed in docs/shell-rules.md run beside values in strict mode",
+        "runs a program nobody named that is not one of the data programs: a program "
+        "may run code from its own option text (dpkg-buildpackage --hook-init) or its "
+        "environment and read the values from the process list",
+        "name the program in consumers: if you trust it with the values (this turns on "
+        "strict mode), or run it in a step without values; only consumers, the builtins, "
+        "echo, printf, cat, test and the data programs listed in docs/shell-rules.md run "
+        "beside values, in either mode",
     ),
     "file-flow": (
         "run from, or run beside, a file this script writes a value to",

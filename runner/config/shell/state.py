@@ -116,6 +116,7 @@ class CheckState:
         self.received: set[int] = set()
         self.pipelines_done: set[tuple[int, int]] = set()
         self.commands = [n for n in self.tree.nodes if n.type == "command"]
+        self._names_set_here: set[str] | None = None
 
     # -- helpers ---------------------------------------------------------------
 
@@ -203,6 +204,75 @@ class CheckState:
         if text.startswith("-"):
             raise Refused("wrapper", words[position], f"{wrapper} {text}")
         return position
+
+    #: Variables bash itself sets as the script runs.
+    _SET_BY_BASH = frozenset(
+        {"PWD", "OLDPWD", "DIRSTACK", "OPTIND", "RANDOM", "SRANDOM", "SECONDS", "LINENO"}
+        | {"PIPESTATUS", "EPOCHSECONDS", "EPOCHREALTIME", "FUNCNAME", "HISTCMD", "GROUPS"}
+        | {"PPID", "SHLVL", "UID", "EUID", "HOSTNAME", "COLUMNS", "LINES"}
+    )
+
+    def named_by_environment(self, word: Any) -> bool:
+        """Is ``word`` one variable, whole, that the environment sets and the
+        script never does (``"$GITHUB_OUTPUT"``)?  Its text is fixed before
+        the script runs (unset, it names no file).  Not a value's, not the
+        step's ``env:`` (the author's, maybe a program's name), nothing bash
+        or the script sets; not beside other text (``w${e}c`` is ``wc``)."""
+        kinds = {"simple_expansion", "expansion"}
+        expansions = [
+            n for n in self.tree.subtree(word) if n.type in kinds or "substitution" in n.type
+        ]
+        raw = self.text(word)
+        for node in expansions:
+            raw = raw.replace(self.text(node), "")
+        if len(expansions) != 1 or raw.strip('"'):
+            return False  # w${e}c with e unset is wc: only a whole word counts
+        set_here = self.names_set_here()
+        for node in expansions:
+            name = self.expanded_name(node)
+            if (
+                node.type not in kinds
+                or name is None
+                or not IDENTIFIER.fullmatch(name)
+                or self.text(node) not in ("$" + name, "${" + name + "}")
+                or name in set_here
+                or name in self.env_tainted
+                or name in self.env_names
+                or name in ALWAYS_TAINTED
+                or name in self._SET_BY_BASH
+                or name.startswith("BASH")
+            ):
+                return False
+        return True
+
+    def names_set_here(self) -> set[str]:
+        """Every name the script may set, over-counted: assignments, loop
+        variables, each identifier among the words of the builtins that
+        assign (``read``, ``printf -v``, ``declare``...), ``${N:=x}``, and
+        every name in arithmetic."""
+        if self._names_set_here is not None:
+            return self._names_set_here
+        names: set[str] = set()
+        assigning = {"read", "mapfile", "readarray", "getopts", "printf", "declare"}
+        assigning |= {"typeset", "local", "export", "readonly", "let", "unset"}
+        arithmetic = ("arithmetic_expansion", "c_style_for_statement", "binary_expression")
+        for node in self.tree.nodes:
+            kind = node.type
+            if kind == "variable_assignment":
+                names.add(self.assigned_name(node) or "")
+            elif kind in ("for_statement", "select_statement"):
+                variable = node.child_by_field_name("variable")
+                names.add(self.text(variable) if variable is not None else "")
+            elif kind == "expansion" and "=" in self.text(node):
+                names.add(self.expanded_name(node) or "")
+            elif kind in ("command", "declaration_command", "unset_command"):
+                words = self.text(node).split()
+                if words and words[0].strip("'\"\\") in assigning | {"builtin", "command"}:
+                    names |= {w.split("=", 1)[0].split("[", 1)[0] for w in words}
+            elif kind == "variable_name" and self.tree.inside(node, arithmetic) is not None:
+                names.add(self.text(node))
+        self._names_set_here = names
+        return names
 
     def resolve_quietly(self, command: Any) -> Command | None:
         try:

@@ -284,8 +284,13 @@ class SubsetCheck(FlowCheck, AgreementCheck):
                 text = self.tree.static(word) if word is not None else None
                 if text and not text.startswith("-"):
                     made.add(base_name(text.split("=", 1)[-1]))
-                elif text is None and word is not None and not self.carries(word):
-                    self.unnamed_file_made = True  # > "$d", > w${e}c
+                elif (
+                    text is None
+                    and word is not None
+                    and not self.carries(word)
+                    and not self.named_by_environment(word)
+                ):
+                    self.unnamed_file_made = True  # > "$d", > w${e}c; not >> "$GITHUB_OUTPUT"
         return made
 
     def made_programs(self) -> set[str]:
