@@ -1024,6 +1024,17 @@ SEVENTEENTH_REVIEW = [
         ("strict-program", "dpkg-buildpackage, not in consumers:"),
     ),
     ("gpg --photo-viewer x; wc -c 'RVtx0'", None, ("strict-program", "gpg, not in consumers:")),
+    # not an environment's file name: w${e}c is wc when e is unset
+    (
+        "cat < /usr/bin/dash > w\"$E\"c; ./wc -c 'RVtx0'",
+        ["wc"],
+        ("file-flow", "./wc: this script makes a file under a name known only at run time"),
+    ),
+    (
+        "d=wc; cat < /usr/bin/dash > \"$d\"; wc -c 'RVtx0'",
+        ["wc"],
+        ("file-flow", "wc: this script makes a file under a name known only at run time"),
+    ),
     # C2: a glob fills a variable with names a value chose
     (
         "touch -- 'RVtx0'; for f in *; do nm \"$f\"; done",
@@ -1052,5 +1063,7 @@ def test_the_seventeenth_reviews_neighbours_pass() -> None:
         ("touch -- 'RVtx0'; nm ./*", ["nm", "touch"]),
         ("for f in *; do wc -c \"$f\"; done; echo 'RVtx0'", None),
         ("mkdir -p out; grep -c -- 'RVtx0' f > out/n; sha256sum out/n", None),
+        # one whole variable the environment sets names a file fixed before the script runs
+        ("echo n=1 >> \"$GITHUB_OUTPUT\"; wc -c 'RVtx0'", ["wc"]),
     ):
         assert check_script(script, [SENTINELS[0]], consumers=consumers) == [], script
