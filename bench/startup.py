@@ -1,6 +1,6 @@
 """CLI start-up time of ``runner --help`` and ``runner validate``, against a baseline.
 
-    .venv/bin/python bench/startup.py [--rounds N]
+    .venv/bin/python bench/startup.py [--rounds N] [--hooks N]
 
 Each measure is the median wall time of N subprocess runs (default 20), with
 runner and baseline runs interleaved so drift hits both alike:
@@ -10,7 +10,9 @@ runner and baseline runs interleaved so drift hits both alike:
   ``python -c "import click, yaml, jsonschema, jinja2, tree_sitter, tree_sitter_bash"``
   (the libraries validate needs: the run-command check parses with tree-sitter-bash);
 - ``runner validate`` of a generated file with 500 steps hooks, as an
-  absolute time (no baseline).
+  absolute time (no baseline); ``--hooks N`` generates N instead, to see
+  that the script runs (the doc tests take 50): the 1 s target is for 500,
+  so another size is printed without a verdict.
 
 The package is byte-compiled first (as a wheel install does).  ``runner``
 is the venv's console script (what users run) when it exists, else
@@ -174,7 +176,7 @@ def heaviest(
         print(f"  {us / 1000:7.1f} ms  {name:<32} imported by {by}")
 
 
-def main(rounds: int) -> None:
+def main(rounds: int, hooks: int = HOOKS) -> None:
     misses: list[str] = []
     # Byte-compile the package first, as pip does when it installs the wheel:
     # the libraries of the baseline come compiled, and with
@@ -193,9 +195,16 @@ def main(rounds: int) -> None:
     )
     print(row(f"runner validate {Path(QUICKSTART).name}", ours, base, 1.5, misses))
     with tempfile.TemporaryDirectory() as directory:
-        generated = generate(Path(directory))
+        generated = generate(Path(directory), hooks)
         ours, _ = interleaved([*RUNNER, "validate", str(generated)], None, rounds)
-    print(absolute_row(f"runner validate ({HOOKS} hooks)", ours, 1.0, misses))
+    name = f"runner validate ({hooks} hooks)"
+    if hooks == HOOKS:
+        print(absolute_row(name, ours, 1.0, misses))
+    else:  # the target is for HOOKS hooks
+        print(
+            f"| {name:<32} | {statistics.median(ours) * 1000:9.1f} ms | {'n/a':>12} "
+            f"| {'n/a':>7} | (target for {HOOKS} hooks only)"
+        )
 
     bare = importtime(["-c", "pass"])
     help_modules = importtime(["-m", "runner", "--help"])
@@ -220,4 +229,6 @@ def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
-    main(parser.parse_args().rounds)
+    parser.add_argument("--hooks", type=int, default=HOOKS, help="hooks in the generated file")
+    arguments = parser.parse_args()
+    main(arguments.rounds, arguments.hooks)

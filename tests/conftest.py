@@ -400,7 +400,14 @@ E2E_FILES = {"test_github_action.py"} | {
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests from the fixtures they use: ``postgres`` for PostgreSQL's,
     ``docker`` for the engine's; and ``e2e`` from their file (E2E_FILES).
-    ``scripts/test --fast`` leaves all three out."""
+    ``scripts/test --fast`` leaves all three out.
+
+    The e2e files run first, whole files in their own order (their module
+    fixtures set up once): they hold most of the longest tests (20-75 s
+    each), and a long test left for the end of a ``pytest -n 2`` run keeps
+    one process busy while the other has nothing left (scripts/test also
+    lets an idle process take queued tests, ``--dist worksteal``).  Every
+    process sorts the same collection alike, as pytest-xdist requires."""
     for item in items:
         if item.path.name in E2E_FILES:
             item.add_marker(pytest.mark.e2e)
@@ -409,6 +416,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if fixtures & DOCKER_FIXTURES:
             item.add_marker(pytest.mark.docker)
+    items.sort(key=lambda item: item.path.name not in E2E_FILES)  # stable: e2e first
 
 
 @pytest.fixture(scope="session")

@@ -275,7 +275,13 @@ async def test_processes_holding_every_pid_are_killed_before_on_destroy(
     """The agent's loop (kept past its turn) holds every pid the container
     may have, so no process can start, the killer's own included: it gets
     a little room above the limit for that moment, and the hook's step then
-    runs.  Without the kill, the step could not start (exit 126)."""
+    runs.  Without the kill, the step could not start (exit 126).
+
+    Commands time out at 5 s, not the default 30: the agent's second command
+    (``sleep 2``) cannot start once its loop holds the pids, and its answer
+    is waited for that long plus the exec channel's grace (45 s in all on
+    busybox, where the shell helper cannot fork; the channel is lost either
+    way)."""
     hook = SavesAfterTheAgent()
     fill = "(while :; do sleep 1000 & done) >/dev/null 2>&1 &"
     replies = [
@@ -287,7 +293,9 @@ async def test_processes_holding_every_pid_are_killed_before_on_destroy(
         model = agents.ChatCompletionsModel(
             "test-model", base_url=server.url, api_key="sk-test", backoff_seconds=0.01
         )
-        env = docker_on_every_image.environment(hooks=[hook], pids_limit=32)
+        env = docker_on_every_image.environment(
+            hooks=[hook], pids_limit=32, default_exec_timeout_seconds=5
+        )
         agent = agents.Agent(model=model, environment=env, keep_background_processes=True)
         async with await agent.start_session() as session:
             await session.run("go")
