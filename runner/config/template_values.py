@@ -105,14 +105,17 @@ class _RenderedValues:
     quoted values in, in one pass.
     """
 
-    __slots__ = ("nonce", "quoted")
+    __slots__ = ("nonce", "quoted", "texts")
 
     def __init__(self) -> None:
         self.nonce = os.urandom(8).hex()
         self.quoted: list[str] = []
+        #: each value's text as bash will see it (quotes removed)
+        self.texts: list[str] = []
 
     def add(self, value: Any) -> str:
         self.quoted.append(shell_word(value))
+        self.texts.append(_scalar_text(value))
         return self.sentinel(len(self.quoted) - 1)
 
     def sentinel(self, index: int) -> str:

@@ -135,8 +135,30 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        _refuse_unsafe(text, sentinels, self.tainted, shell, self.consumers, self.exported)
+        destinations: set[int] = set()
+        _refuse_unsafe(
+            text, sentinels, self.tainted, shell, self.consumers, self.exported, destinations
+        )
+        _refuse_system_destinations(values.texts, destinations)
         return values.substitute(text)
+
+
+def _refuse_system_destinations(texts: list[str], destinations: set[int]) -> None:
+    """A value that chooses where a write lands or where ``cd`` goes may not
+    name the system's directories (``> {{ path }}`` with ``/etc/ld.so.preload``
+    loads a library into every later program: the seventeenth review) nor
+    climb with ``..``.  Only the render knows the text, so it checks it; the
+    message names the value by number, never shows it."""
+    from .shell.system_paths import names_system_path
+
+    for index in sorted(destinations):
+        text = texts[index] if index < len(texts) else ""
+        if names_system_path(text) or ".." in text.split("/"):
+            raise UnsafeTemplateError(
+                f"run command refused before it ran: value {index + 1} names where a file is "
+                "written or where cd goes, under the system's directories (/etc, /usr, /lib...) "
+                "or climbing with ..; write under the workspace or $TMPDIR"
+            )
 
 
 def _refuse_unsafe(
@@ -146,11 +168,18 @@ def _refuse_unsafe(
     shell: str | None = None,
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
+    destinations: set[int] | None = None,
 ) -> None:
     from .shell.checker import check_script
 
     findings = check_script(
-        text, sentinels, tainted, shell=shell, consumers=consumers, exported=exported
+        text,
+        sentinels,
+        tainted,
+        shell=shell,
+        consumers=consumers,
+        exported=exported,
+        destinations=destinations,
     )
     if findings:
         where = "; ".join(

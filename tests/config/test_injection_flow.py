@@ -720,3 +720,44 @@ def test_every_flow_is_refused_by_the_installed_cli(tmp_path: Path) -> None:
     assert result.returncode != 0
     refused = {int(index) for index in re.findall(r"on_create\[(\d+)\]\.run\)", result.stderr)}
     assert refused == set(range(len(FLOWS))), result.stderr
+
+
+#: (template, the value of x.p): a value that chooses where a write lands or
+#: where cd goes may not name the system's directories nor climb with ..
+#: (the seventeenth review's V1 wrote a library and /etc/ld.so.preload so).
+SYSTEM_DESTINATIONS = [
+    ("printf '%s' {{ x.v }} > {{ x.p }}", "/etc/ld.so.preload", None),
+    ("printf '%s' {{ x.v }} > {{ x.p }}", "//etc/./ld.so.preload", ["wc"]),
+    ("printf '%s' {{ x.v }} > out/{{ x.p }}", "../../../etc/ld.so.preload", None),
+    ("printf '%s\\n' {{ x.v }} | tee -a {{ x.p }}", "/etc/nsswitch.conf", ["tee"]),
+    ("cd -- {{ x.p }} && printf '%s' {{ x.v }} > ld.so.preload", "/etc", None),
+]
+
+
+@pytest.mark.parametrize(("source", "path", "consumers"), SYSTEM_DESTINATIONS)
+def test_a_value_may_not_choose_a_system_destination(source, path, consumers) -> None:
+    """(A variable that holds a value, ``> "$d"``, is refused by validate
+    already: a file named at run time.)"""
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert problems == [], problems  # validate cannot know the value
+    which = 1 if source.startswith("cd") else 2
+    with pytest.raises(UnsafeTemplateError, match=f"value {which} names where a file is written"):
+        template.render({"x": Fields({"v": "x", "p": path})})
+    # the same template with a path in the workspace renders
+    assert "out.txt" in template.render({"x": Fields({"v": "x", "p": "out.txt"})})
+
+
+def test_a_system_destination_is_refused_by_the_installed_cli(tmp_path: Path) -> None:
+    """Through ``runner run``: refused before the step runs (exit 2).  The
+    path is under /proc/sys, where nothing is written even without the check."""
+    path = _document(tmp_path, "printf '%s' x > {{ x.p }}")
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", "acme.x.p=/proc/sys/kernel/canary_x"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "value 1 names where a file is written" in result.stderr

@@ -139,6 +139,7 @@ def check_script(
     shell: str | None = None,
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
+    destinations: set[int] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -148,7 +149,9 @@ def check_script(
     ``consumers`` (None: the default mode) names the only programs that may
     receive a value besides ``STRICT_RECEIVERS``; ``exported`` names the
     variables exported before the script runs (the step's ``env:``), so a
-    value the script assigns to one is exported too.
+    value the script assigns to one is exported too.  ``destinations``, when
+    given, receives the indexes of the values that name where a write lands
+    or where ``cd`` goes: the caller checks their text (``system_paths``).
     """
     if not sentinels and not tainted:
         return []
@@ -169,4 +172,7 @@ def check_script(
         for name in sorted(set(exported) - set(tainted))  # templated ones: [env-name]
         if controls_start_up(name)
     ]
-    return _unique(preset + check.run())
+    findings = _unique(preset + check.run())
+    if destinations is not None:
+        destinations.update(check.value_destinations)
+    return findings

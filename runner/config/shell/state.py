@@ -117,6 +117,8 @@ class CheckState:
         self.pipelines_done: set[tuple[int, int]] = set()
         self.commands = [n for n in self.tree.nodes if n.type == "command"]
         self._names_set_here: set[str] | None = None
+        #: the values that name where a write lands or where ``cd`` goes
+        self.value_destinations: set[int] = set()
 
     # -- helpers ---------------------------------------------------------------
 

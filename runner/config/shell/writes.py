@@ -45,6 +45,7 @@ class SystemWritesCheck(ReceiverCheck):
         assigned = self._assigned_texts()
         depth = _START_DEPTH
         for node in sorted(self._places(), key=lambda n: n.start_byte):
+            self._note_value_destinations(node)
             if node.type == "command":
                 depth = self._moved(node, depth, assigned)
                 continue
@@ -61,6 +62,21 @@ class SystemWritesCheck(ReceiverCheck):
                         "file-flow", node, f"{text[:40]}: may climb out of the workspace to /etc..."
                     )
                     break
+
+    def _note_value_destinations(self, node: Any) -> None:
+        """The values that choose where a write lands or where ``cd`` goes
+        (``> {{ path }}``, ``d={{ x }}; cd "$d"``): only the render knows
+        their text, so it checks them (``templates``) against the same
+        system directories."""
+        for part in self.tree.subtree(node):
+            if part.type == "raw_string":
+                index = self.sentinel_index(part)
+                if index is not None:
+                    self.value_destinations.add(index)
+            elif part.type in ("simple_expansion", "expansion"):
+                index = self.tainted.get(self.expanded_name(part) or "")
+                if index is not None:
+                    self.value_destinations.add(index)
 
     def _places(self) -> list[Any]:
         """The ``cd``/``pushd``/``popd`` commands and the words that name a
