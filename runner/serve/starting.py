@@ -23,8 +23,9 @@ import anyio.abc
 
 from ..core.events import emit, listen
 from ..core.redaction import scrub
+from ..engine.hook_points import LifecyclePlan
 from ..engine.inputs import secret_strings
-from ..engine.lifecycle import LifecyclePlan, open_sandbox
+from ..engine.lifecycle import open_sandbox
 from ..engine.session import Session
 from .journal import journal_turn
 from .live import ApiError, Live
