@@ -431,7 +431,7 @@ async def _until_signal(work: Any) -> tuple[Any, bool]:
         # The receiver stays open until the end: the first signal cancels the
         # work (on_destroy still runs, shielded); the second stops on_destroy
         # and goes straight to deleting the sandboxes.
-        from ..engine.lifecycle import force_cleanup
+        from ..engine.cleanup import force_cleanup
 
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()  # the handlers are in place before any work starts

@@ -25,8 +25,9 @@ from ..core.events import add_secrets, emit
 from ..sandboxes.base import SandboxEnvironment
 from ..sandboxes.none import NoSandbox
 from .dependencies import Dependency, check_unique_input_ids, resolve_inputs
+from .hook_points import plan_hooks
 from .inputs import SessionInput, secret_strings
-from .lifecycle import open_sandbox, plan_hooks
+from .lifecycle import open_sandbox
 from .runtime import current_runtime
 from .session import Session
 from .tools import agent_tools, tool_dependencies

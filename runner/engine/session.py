@@ -21,8 +21,9 @@ from ..core.events import emit
 from ..core.redaction import scrub
 from ..models.protocol import Completed
 from ..sandboxes.base import Sandbox
+from .hook_points import HookFailure, LifecyclePlan
 from .inputs import SessionInput, secret_strings
-from .lifecycle import HookFailure, LifecyclePlan, close_sandbox
+from .lifecycle import close_sandbox
 
 if TYPE_CHECKING:
     from ..models.protocol import Message, Model, TurnResult

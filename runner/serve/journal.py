@@ -48,7 +48,7 @@ from ..config.steps import Paths, StepsHook
 from ..core.clock import current_clock
 from ..core.events import scrubbed
 from ..core.hooks import SandboxCallbackContext
-from ..engine.lifecycle import LifecyclePlan, hook_sandbox
+from ..engine.hook_points import LifecyclePlan, hook_sandbox
 from ..models.protocol import ModelReply, ToolCall
 from ..sandboxes.base import Sandbox, SandboxExecutionResult
 from .store.base import TURN, WHOLE_HOOK, Store

@@ -90,7 +90,7 @@ class JsonFormatter(logging.Formatter):
 def _hook_errors_summarized(record: logging.LogRecord) -> bool:
     """Outside debug, a logged hook failure (``HookFailure``, from the engine)
     keeps its hook and exception type: its message and traceback stay out."""
-    from ..engine.lifecycle import HookFailure
+    from ..engine.hook_points import HookFailure
 
     args = record.args if isinstance(record.args, tuple) else ()
     if any(isinstance(arg, HookFailure) for arg in args):

@@ -20,7 +20,8 @@ import anyio
 import anyio.abc
 
 from ..core.events import emit, listen
-from ..engine.lifecycle import LifecyclePlan, resume_sandbox
+from ..engine.hook_points import LifecyclePlan
+from ..engine.lifecycle import resume_sandbox
 from ..sandboxes.registry import backend_class
 from .live import SECRET_REFERENCE, AgentFile, Live, agent_hash, resolve_inputs_of
 from .store.base import FINAL_STATUSES, TURN, SessionRow, Store

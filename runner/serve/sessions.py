@@ -59,9 +59,9 @@ from .live import (
     resolve_inputs_of,
 )
 from .recovery import Recovery
-from .session_work import RETRY_AFTER_SECONDS, SessionWork, sandbox_gone
+from .session_work import RETRY_AFTER_SECONDS, sandbox_gone
 from .starting import Starting
-from .store.base import FINAL_STATUSES, TURN, SessionRow, Store
+from .store.base import FINAL_STATUSES, TURN, NewSession, SessionRow, Store
 
 logger = logging.getLogger("runner.serve.service")
 
@@ -76,7 +76,7 @@ DEFAULT_MAX_SESSIONS = 100
 DEFAULT_REATTACH_TIMEOUT = 60.0
 
 
-class Sessions(SessionWork, Starting, Recovery):
+class Sessions(Starting, Recovery):
     def __init__(
         self,
         *,
@@ -278,14 +278,16 @@ class Sessions(SessionWork, Starting, Recovery):
         try:
             await self.store.read(self.store.claim, session_id)
             row = await self.store.create_session_async(
-                session_id=session_id,
-                agent=agent.name,
-                inputs=stored,
-                idempotency_key=key,
-                fingerprint=fingerprint,
-                file_hash=agent_hash(agent),
-                backend=agent.backend,
-                owner=self.owner,
+                NewSession(
+                    id=session_id,
+                    agent=agent.name,
+                    inputs=stored,
+                    idempotency_key=key,
+                    fingerprint=fingerprint,
+                    file_hash=agent_hash(agent),
+                    backend=agent.backend,
+                    owner=self.owner,
+                )
             )
         finally:
             self._creating -= 1

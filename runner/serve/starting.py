@@ -23,42 +23,31 @@ import anyio.abc
 
 from ..core.events import emit, listen
 from ..core.redaction import scrub
+from ..engine.hook_points import LifecyclePlan
 from ..engine.inputs import secret_strings
-from ..engine.lifecycle import LifecyclePlan, open_sandbox
+from ..engine.lifecycle import open_sandbox
 from ..engine.session import Session
 from .journal import journal_turn
 from .live import ApiError, Live
-from .session_work import WorkCancelled
-from .store.base import Store
+from .session_work import SessionWork, WorkCancelled
 
 #: The reason a ``DELETE`` during ``on_create`` gives (``session_closing``/``_closed``).
 CANCELLED_REASON = "deleted during on_create"
 
 
-class Starting:
-    """Starting a session, and cancelling a start (see the module's docstring)."""
+class Starting(SessionWork):
+    """Starting a session, and cancelling a start (see the module's docstring).
+    A start is session work (``SessionWork._in_session``) with a scope a
+    ``DELETE`` can cancel."""
 
-    store: Store
-    tg: anyio.abc.TaskGroup
     live: dict[str, Live]
 
     if TYPE_CHECKING:
 
-        def _fail(self, session_id: str, reason: str) -> None: ...
-        def _set(self, session_id: str, **fields: Any) -> None: ...
         def _release(self, session_id: str) -> None: ...
-        def _recorder(self, session_id: str, live: Live) -> Callable[[dict], None]: ...
         async def _set_async(self, session_id: str, **fields: Any) -> None: ...
         def row(self, session_id: str) -> Any: ...
         async def close(self, session_id: str, *, reason: str = "deleted") -> Any: ...
-        async def _in_session(
-            self,
-            session_id: str,
-            live: Live,
-            work: Callable[[], Awaitable[Any]],
-            *,
-            scope: anyio.CancelScope | None = None,
-        ) -> Any: ...
 
     async def _start(self, session_id: str, live: Live) -> None:
         agent = live.compiled.agent

@@ -220,7 +220,7 @@ async def test_no_on_destroy_runs_beside_processes_that_could_not_be_killed(
     """If the processes cannot be killed (or the kill does not finish in
     time), no ``on_destroy`` runs beside them: the close reports why and
     still deletes the sandbox.  When the kill works, it comes first."""
-    from runner.engine import lifecycle as _lifecycle
+    from runner.engine import cleanup
     from runner.testing import InMemorySandbox, RecordingSandbox
 
     order: list[str] = []
@@ -240,7 +240,7 @@ async def test_no_on_destroy_runs_beside_processes_that_could_not_be_killed(
             self.sandboxes.append(sandbox)
             return sandbox
 
-    monkeypatch.setattr(_lifecycle, "END_PROCESSES_SECONDS", 0.2)
+    monkeypatch.setattr(cleanup, "END_PROCESSES_SECONDS", 0.2)
     hook = Destroyed()
     hook.ran = order
     env = Environment(hooks=[hook])

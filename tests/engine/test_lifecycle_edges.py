@@ -26,13 +26,9 @@ from jsonschema import Draft202012Validator
 import runner as agents
 from runner.core.events import events_schema
 from runner.core.snapshot_keys import SnapshotError, snapshot_key, snapshots_disabled
-from runner.engine.lifecycle import (
-    HookFailure,
-    force_cleanup,
-    open_sandbox,
-    plan_hooks,
-    resume_sandbox,
-)
+from runner.engine.cleanup import force_cleanup
+from runner.engine.hook_points import HookFailure, plan_hooks
+from runner.engine.lifecycle import open_sandbox, resume_sandbox
 from runner.sandboxes.local import DangerousLocalSandbox, LocalSandbox
 
 pytestmark = [

@@ -133,9 +133,9 @@ async def test_a_dead_helper_is_reported_and_later_commands_still_run(
     shell helper runs each request in a subshell of its own: killed, it
     never answers, and the request is declared lost once its timeout and
     the grace for an answer have passed (the grace is cut here to 2 s)."""
-    from runner.sandboxes.docker import container as _docker_sandbox
+    from runner.sandboxes.docker import commands
 
-    monkeypatch.setattr(_docker_sandbox, "ANSWER_GRACE_SECONDS", 2.0)
+    monkeypatch.setattr(commands, "ANSWER_GRACE_SECONDS", 2.0)
     events: list[dict] = []
     env = docker_on_every_image.environment(user="root")
     with agents.listen(events.append):

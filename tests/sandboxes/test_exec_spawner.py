@@ -18,8 +18,9 @@ from typing import Any
 
 import anyio
 import pytest
+from helper_parity import observed, open_session
 from test_hostile_channel import PROBE, patch_python_helper
-from test_shell_channel import COMMANDS, observed, open_session
+from test_shell_channel import COMMANDS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 

@@ -11,9 +11,10 @@ import os
 import random
 
 import pytest
+from helper_parity import open_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_shell_channel import assert_values_travel_as_data, open_session
+from test_shell_channel import assert_values_travel_as_data
 
 from runner.sandboxes.helpers.exec_helper import mini_dumps, mini_loads
 

@@ -19,15 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
-
-import runner as agents
+from helper_parity import observed, open_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
-
-
-async def open_session(backend: Any, **options: Any) -> Any:
-    env = backend.environment(**options)
-    return await agents.Agent(model="m", environment=env).start_session()
 
 
 # --- the same answers as the Python helper ----------------------------------------
@@ -53,16 +47,6 @@ COMMANDS = [
     "(exec 0<&-; cat) 2>&1; echo $?",
     "ls -ld . | cut -c1-10 && touch made && ls -ln made | cut -c1-24",
 ]
-
-
-def observed(result: Any) -> tuple[Any, ...]:
-    return (
-        result.exit_code,
-        result.stdout,
-        result.stderr,
-        result.timed_out,
-        result.output_truncated,
-    )
 
 
 async def test_every_command_gets_the_same_result_from_both_helpers(docker_backend) -> None:

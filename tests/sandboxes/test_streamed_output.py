@@ -22,8 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
+from helper_parity import observed, open_session
 
-import runner as agents
 from runner.core import output as core_output
 from runner.core.events import add_secrets
 from runner.core.output import listen_output
@@ -36,11 +36,6 @@ GUARD_SECONDS = 60
 
 #: (image kind, exec_channel): every helper on every image that has it.
 HELPERS = [("full", "python"), ("full", "shell"), ("minimal", "auto"), ("busybox", "auto")]
-
-
-async def open_session(backend: Any, **options: Any) -> Any:
-    env = backend.environment(**options)
-    return await agents.Agent(model="m", environment=env).start_session()
 
 
 def on_image(request: pytest.FixtureRequest, tmp_path: Any, kind: str) -> Any:
@@ -111,16 +106,6 @@ COMMANDS = [
     "echo before; sleep 30",
     "echo dying; kill -9 $$",
 ]
-
-
-def observed(result: Any) -> tuple[Any, ...]:
-    return (
-        result.exit_code,
-        result.stdout,
-        result.stderr,
-        result.timed_out,
-        result.output_truncated,
-    )
 
 
 async def test_a_streamed_result_is_the_one_nobody_listening_gets(helper_backend) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
+from agent_files import agent_yaml
 from conftest import RUNNER_CLI
 from serve_process import TOKEN, Server, sse_events, wait_status
 
@@ -24,10 +25,10 @@ BAD_REPOSITORY = "acme.repository.repository=not a repo"
 
 
 def agent_file(tmp_path: Path, *, base_url: str = "http://127.0.0.1:9/v1") -> Path:
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "agent.yaml",
+        f"""\
             version: 1
             inputs:
               acme.repository:
@@ -67,10 +68,8 @@ def agent_file(tmp_path: Path, *, base_url: str = "http://127.0.0.1:9/v1") -> Pa
                     on_destroy:
                       - save: REPOSITORY
                         to: saved-repository.txt
-            """
-        )
+            """,
     )
-    return path
 
 
 @pytest.fixture

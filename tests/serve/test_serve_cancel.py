@@ -11,17 +11,17 @@ the DELETE waited for it), marker files on the host for each step run.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
+from agent_files import agent_yaml
 from serve_process import Server, process_alive, processes_with_home, sse_events, wait_for
 
 
 def cancel_file(tmp_path: Path, marks: Path) -> Path:
-    path = tmp_path / "cancel.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "cancel.yaml",
+        f"""\
             version: 1
             agent:
               name: cancel
@@ -46,10 +46,8 @@ def cancel_file(tmp_path: Path, marks: Path) -> Path:
                       - run: echo ran >> {marks}/never-create
                     on_destroy:
                       - run: echo ran >> {marks}/never-destroy
-            """
-        )
+            """,
     )
-    return path
 
 
 def test_delete_during_on_create_stops_the_step_and_closes_the_session(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from agent_files import agent_yaml
 from conftest import RUNNER_CLI, TEST_IMAGE
 from serve_process import Server, lines, sse_events, wait_for, wait_status
 
@@ -36,10 +37,10 @@ BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
 
 def docker_file(tmp_path: Path, *, ttl: int = 600, pool: int = 0) -> Path:
-    path = tmp_path / "durable-docker.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "durable-docker.yaml",
+        f"""\
             version: 1
             agent:
               name: durable
@@ -66,10 +67,8 @@ def docker_file(tmp_path: Path, *, ttl: int = 600, pool: int = 0) -> Path:
                         to: create-3.count
                       - save: destroy-1.count
                         to: destroy-1.count
-            """
-        )
+            """,
     )
-    return path
 
 
 class Db:

@@ -8,20 +8,19 @@ often each step ran."""
 
 from __future__ import annotations
 
-import textwrap
-import threading
 from pathlib import Path
 
+from agent_files import agent_yaml
 from serve_process import Server, lines, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
 
 def blocking_file(tmp_path: Path, *, then: str = "") -> Path:
-    path = tmp_path / "slow.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "slow.yaml",
+        f"""\
             version: 1
             agent:
               name: slow
@@ -34,11 +33,9 @@ def blocking_file(tmp_path: Path, *, then: str = "") -> Path:
                     on_create:
                       - run: echo ran >> create-1.count
                       - run: echo ran >> create-2.count; {BLOCK.format(flag="creating", go=tmp_path / "GO")}
-            """
-        )
-        + then
+            """,
+        then,
     )
-    return path
 
 
 def three_steps_file(tmp_path: Path) -> Path:
@@ -61,10 +58,7 @@ def test_sigterm_lets_the_running_step_finish_and_refuses_new_work(tmp_path: Pat
     try:
         server.start()
         session_id, workspace = start_blocked(server)
-        exit_code: list[int] = []
-        stopping = threading.Thread(target=lambda: exit_code.append(server.terminate()))
-        stopping.start()
-        wait_for(lambda: "stopping: no new sessions" in server.stderr(), what="the drain")
+        stopping = server.drain_in_background()
         with server.client() as client:
             refused = client.post("/v1/sessions", json={"agent": "slow", "inputs": {}})
             assert refused.status_code == 503, refused.text
@@ -72,8 +66,7 @@ def test_sigterm_lets_the_running_step_finish_and_refuses_new_work(tmp_path: Pat
             assert refused.headers["retry-after"]
         assert stopping.is_alive(), "the server waits for the running step"
         (tmp_path / "GO").touch()
-        stopping.join(timeout=60)
-        assert exit_code == [0], server.stderr()
+        assert stopping.join(timeout=60) == [0], server.stderr()
         assert "stopped; sessions left open resume at the next start" in server.stderr()
 
         server.start()
@@ -118,13 +111,9 @@ def test_a_drain_stops_a_starting_session_before_its_next_step(tmp_path: Path) -
     try:
         server.start()
         session_id, workspace = start_blocked(server)
-        exit_code: list[int] = []
-        stopping = threading.Thread(target=lambda: exit_code.append(server.terminate()))
-        stopping.start()
-        wait_for(lambda: "stopping: no new sessions" in server.stderr(), what="the drain")
+        stopping = server.drain_in_background()
         (tmp_path / "GO").touch()  # step 2 ends; step 3 (blocking on GO_3) must not start
-        stopping.join(timeout=300)
-        assert exit_code == [0], server.stderr()
+        assert stopping.join(timeout=300) == [0], server.stderr()
         assert lines(workspace / "create-3.count") == 0
         assert "1 session(s) stopped between two steps of on_create" in server.stderr()
 

@@ -14,16 +14,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agent_files import agent_yaml
 from serve_process import Server, lines, processes_with_home, sse_events, wait_for, wait_status
 
 BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
 
 def durable_file(tmp_path: Path) -> Path:
-    path = tmp_path / "durable.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "durable.yaml",
+        f"""\
             version: 1
             inputs:
               acme.login:
@@ -61,10 +62,8 @@ def durable_file(tmp_path: Path) -> Path:
                         to: destroy-1.count
                       - save: destroy-2.count
                         to: destroy-2.count
-            """
-        )
+            """,
     )
-    return path
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from agent_files import agent_yaml
 from conftest import RUNNER_CLI
 from serve_process import Server, sse_events, wait_status
 
@@ -31,10 +32,10 @@ def failing_file(tmp_path: Path, *, point: str) -> Path:
         if point == "on_create"
         else f"on_create:\n  - run: 'true'\non_destroy:\n  - {failing}\n"
     )
-    path = tmp_path / "failing.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
+    return agent_yaml(
+        tmp_path,
+        "failing.yaml",
+        """\
             version: 1
             inputs:
               acme.login:
@@ -51,11 +52,9 @@ def failing_file(tmp_path: Path, *, point: str) -> Path:
                 sandbox: local
                 hooks:
                   - name: broken
-            """
-        )
-        + textwrap.indent(hooks, "        ")
+            """,
+        textwrap.indent(hooks, "        "),
     )
-    return path
 
 
 def run_failing(tmp_path: Path, *, point: str, env: dict[str, str]) -> tuple[dict, list, Server]:

@@ -6,29 +6,27 @@ from __future__ import annotations
 import socket
 import ssl
 import subprocess
-import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from agent_files import agent_yaml
 from serve_process import TOKEN, Server
 
 
 def agent_file(tmp_path: Path) -> Path:
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
+    return agent_yaml(
+        tmp_path,
+        "agent.yaml",
+        """\
             version: 1
             agent:
               name: plain
               model: local-model
               environment: {sandbox: local}
-            """
-        )
+            """,
     )
-    return path
 
 
 def test_connections_beyond_limit_concurrency_get_503_until_they_go(tmp_path: Path) -> None:

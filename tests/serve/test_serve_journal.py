@@ -14,7 +14,7 @@ import runner
 from runner.core.events import add_secrets
 from runner.models.protocol import ModelReply, ToolCall
 from runner.serve.journal import JournaledModel, JournaledSandbox, ReplayMismatchError
-from runner.serve.store.base import TURN
+from runner.serve.store.base import TURN, NewSession
 from runner.serve.store.sqlite import SqliteStore
 
 pytestmark = [
@@ -148,13 +148,15 @@ async def test_model_replies_are_recorded_scrubbed_and_replayed(store, tmp_path:
     assert SECRET not in stored_text(tmp_path)
     # The turn's end drops its journal, with the conversation, in one go.
     await store.create_session_async(
-        session_id="sess_j",
-        agent="a",
-        inputs={},
-        idempotency_key=None,
-        fingerprint="f",
-        file_hash="h",
-        backend="local",
+        NewSession(
+            id="sess_j",
+            agent="a",
+            inputs={},
+            idempotency_key=None,
+            fingerprint="f",
+            file_hash="h",
+            backend="local",
+        )
     )
     store.update("sess_j", status="running")
     store.end_turn("sess_j", conversation=[{"role": "user", "content": "hi"}], result={"turn": 1})

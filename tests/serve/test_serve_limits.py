@@ -5,18 +5,18 @@ and creates nothing, no sandbox and no row.  Real server, real HTTP."""
 from __future__ import annotations
 
 import subprocess
-import textwrap
 from pathlib import Path
 
+from agent_files import agent_yaml
 from conftest import RUNNER_CLI
 from serve_process import Server, wait_for, wait_status
 
 
 def limited_file(tmp_path: Path) -> Path:
-    path = tmp_path / "limited.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
+    return agent_yaml(
+        tmp_path,
+        "limited.yaml",
+        """\
             version: 1
             inputs:
               acme.mode:
@@ -35,10 +35,8 @@ def limited_file(tmp_path: Path) -> Path:
                   - name: maybe-fail
                     on_create:
                       - run: test {{ mode.fail }} = false
-            """
-        )
+            """,
     )
-    return path
 
 
 def create(client, **body):  # type: ignore[no-untyped-def]

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_files import agent_yaml
 from conftest import TEST_IMAGE
 from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
 from serve_process import Server, lines, wait_for, wait_status
@@ -33,10 +33,10 @@ BLOCK = "touch {flag}; while [ ! -f {go} ]; do sleep 0.05; done"
 
 
 def mistral_file(tmp_path: Path, model_url: str = "http://127.0.0.1:9/v1") -> Path:
-    path = tmp_path / "durable-mistral.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "durable-mistral.yaml",
+        f"""\
             version: 1
             agent:
               name: durable
@@ -63,10 +63,8 @@ def mistral_file(tmp_path: Path, model_url: str = "http://127.0.0.1:9/v1") -> Pa
                         to: create-3.count
                       - save: destroy-1.count
                         to: destroy-1.count
-            """
-        )
+            """,
     )
-    return path
 
 
 @pytest.fixture

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 import threading
 from pathlib import Path
 
+from agent_files import agent_yaml
 from serve_process import Server, wait_for, wait_status
 
 
 def agent_file(tmp_path: Path, *, block: bool = False) -> Path:
     """An agent with one hook of two steps; ``block``: the second waits for GO."""
     wait = f"; while [ ! -f {tmp_path / 'GO'} ]; do sleep 0.05; done" if block else ""
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "agent.yaml",
+        f"""\
             version: 1
             agent:
               name: plain
@@ -30,10 +30,8 @@ def agent_file(tmp_path: Path, *, block: bool = False) -> Path:
                     on_create:
                       - run: echo one > one.txt
                       - run: touch started{wait}
-            """
-        )
+            """,
     )
-    return path
 
 
 def create(client) -> str:  # type: ignore[no-untyped-def]

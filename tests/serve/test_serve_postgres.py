@@ -9,12 +9,10 @@ local sandboxes whose counter files prove how often each step ran.
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -23,9 +21,10 @@ import anyio
 import httpx
 import psycopg
 import pytest
+from agent_files import agent_yaml
 from serve_process import Server, lines, processes_with_home, wait_for, wait_status
 
-from runner.serve.store.base import StoreError
+from runner.serve.store.base import NewSession, StoreError
 from runner.serve.store.postgres import PostgresStore, lock_key, redacted
 from runner.serve.store.sqlite import SqliteStore
 
@@ -33,10 +32,10 @@ BLOCK = "touch {flag}; echo $$ > {flag}.pid; while [ ! -f {go} ]; do sleep 0.05;
 
 
 def shared_file(tmp_path: Path) -> Path:
-    path = tmp_path / "shared.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "shared.yaml",
+        f"""\
             version: 1
             agent:
               name: shared
@@ -54,10 +53,8 @@ def shared_file(tmp_path: Path) -> Path:
                       - run: echo ran >> destroy-1.count
                       - save: create-2.count
                         to: create-2.count
-            """
-        )
+            """,
     )
-    return path
 
 
 @pytest.fixture
@@ -96,9 +93,9 @@ def create(store, session_id: str, *, key: str | None = None, owner: str = "http
     """Insert a session as the server does (``create_session_async``: through
     the writer thread, the commit awaited)."""
     return anyio.run(
-        functools.partial(
-            store.create_session_async,
-            session_id=session_id,
+        store.create_session_async,
+        NewSession(
+            id=session_id,
             agent="shared",
             inputs={"n": 1},
             idempotency_key=key,
@@ -106,7 +103,7 @@ def create(store, session_id: str, *, key: str | None = None, owner: str = "http
             file_hash="h",
             backend="local",
             owner=owner,
-        )
+        ),
     )
 
 

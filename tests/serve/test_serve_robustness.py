@@ -11,27 +11,25 @@ Real server process, real sockets.
 from __future__ import annotations
 
 import socket
-import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agent_files import agent_yaml
 from serve_process import Server, wait_for
 
 
 def agent_file(tmp_path: Path) -> Path:
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
+    return agent_yaml(
+        tmp_path,
+        "agent.yaml",
+        """\
             version: 1
             agent:
               name: plain
               model: local-model
               environment: {sandbox: local}
-            """
-        )
+            """,
     )
-    return path
 
 
 def raw(server: Server, payload: bytes, *, read: bool = True) -> bytes:

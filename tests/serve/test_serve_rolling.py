@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
-import threading
 from collections import Counter
 from pathlib import Path
 
 import httpx
+from agent_files import agent_yaml
 from serve_process import Server, wait_for, wait_status
 
 SESSIONS = int(os.environ.get("RUNNER_TEST_ROLLING_SESSIONS", "20"))
@@ -39,10 +38,10 @@ def rolling_file(tmp_path: Path, marks: Path) -> Path:
     def gated(name: str, go: str) -> str:
         return GATED.format(runs=runs, marks=marks, name=name, go=tmp_path / go)
 
-    path = tmp_path / "rolling.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "rolling.yaml",
+        f"""\
             version: 1
             agent:
               name: rolling
@@ -56,10 +55,8 @@ def rolling_file(tmp_path: Path, marks: Path) -> Path:
                       - run: echo $RUNNER_STEP_ID >> {runs}
                       - run: {gated("second", "GO_SECOND")}
                       - run: {gated("third", "GO_THIRD")}
-            """
-        )
+            """,
     )
-    return path
 
 
 def test_sigterm_on_one_of_two_servers_mid_on_create_fails_nothing_and_runs_each_step_once(
@@ -88,13 +85,9 @@ def test_sigterm_on_one_of_two_servers_mid_on_create_fails_nothing_and_runs_each
             what="every session's second step",
             timeout=120,
         )
-        exit_code: list[int] = []
-        stopping = threading.Thread(target=lambda: exit_code.append(a.terminate()))
-        stopping.start()
-        wait_for(lambda: "stopping: no new sessions" in a.stderr(), what="a's drain")
+        stopping = a.drain_in_background()
         (tmp_path / "GO_SECOND").touch()  # the running steps finish, on a
-        stopping.join(timeout=300)
-        assert exit_code == [0], a.stderr()
+        assert stopping.join(timeout=300) == [0], a.stderr()
         assert list(marks.glob("third.*")) == []  # a started no step after the signal
         assert f"{SESSIONS} session(s) stopped between two steps" in a.stderr()
 

@@ -6,10 +6,10 @@ that can only fail."""
 from __future__ import annotations
 
 import shutil
-import textwrap
 import threading
 from pathlib import Path
 
+from agent_files import agent_yaml
 from chat_server import ChatServer, assistant
 from jsonschema import Draft202012Validator
 from serve_process import Server, sse_events, wait_for, wait_status
@@ -18,10 +18,10 @@ from runner.core.events import events_schema
 
 
 def chat_file(tmp_path: Path, model_url: str) -> Path:
-    path = tmp_path / "chat.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "chat.yaml",
+        f"""\
             version: 1
             agent:
               name: chat
@@ -29,10 +29,8 @@ def chat_file(tmp_path: Path, model_url: str) -> Path:
               base_url: {model_url}
               environment:
                 sandbox: local
-            """
-        )
+            """,
     )
-    return path
 
 
 def test_a_session_whose_workspace_is_deleted_during_a_turn_fails(tmp_path: Path) -> None:

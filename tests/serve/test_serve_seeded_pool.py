@@ -9,11 +9,11 @@ its container's ``pool-...`` label that it came from the agent's pool.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_files import agent_yaml
 from conftest import TEST_IMAGE
 from serve_process import Server, wait_for, wait_status
 from test_serve_docker import LABEL_SESSION, Db, durable_containers, recorded_container
@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("snapshot_lock")]
 
 
 def seeded_file(tmp_path: Path) -> Path:
-    path = tmp_path / "seeded.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
+    return agent_yaml(
+        tmp_path,
+        "seeded.yaml",
+        f"""\
             version: 1
             agent:
               name: seeded
@@ -45,10 +45,8 @@ def seeded_file(tmp_path: Path) -> Path:
                     on_destroy:
                       - save: seed.txt
                         to: seed.txt
-            """
-        )
+            """,
     )
-    return path
 
 
 def test_a_served_agents_second_session_starts_from_its_seeded_pool(

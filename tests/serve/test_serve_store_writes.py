@@ -18,13 +18,13 @@ and ``pg_stat_activity`` (when each connection last ran a query).
 from __future__ import annotations
 
 import json
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import httpx
 import psycopg
+from agent_files import agent_yaml
 from serve_process import Server, wait_for, wait_status
 
 from runner.serve.store.sqlite import SqliteStore
@@ -33,11 +33,11 @@ STEPS = 12
 
 
 def steps_file(tmp_path: Path, steps: int = STEPS) -> Path:
-    path = tmp_path / "steps.yaml"
     run = [f"                      - run: echo {n} >> steps.count" for n in range(steps)]
-    path.write_text(
-        textwrap.dedent(
-            """\
+    return agent_yaml(
+        tmp_path,
+        "steps.yaml",
+        """\
             version: 1
             agent:
               name: steps
@@ -47,12 +47,9 @@ def steps_file(tmp_path: Path, steps: int = STEPS) -> Path:
                 hooks:
                   - name: many
                     on_create:
-            """
-        )
-        + "\n".join(run)
-        + "\n"
+            """,
+        "\n".join(run) + "\n",
     )
-    return path
 
 
 def transactions_of(dsn: str, session_id: str) -> tuple[int, int, int]:

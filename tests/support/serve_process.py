@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -127,6 +128,11 @@ class Server:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=60)
 
+    def drain_in_background(self) -> Draining:
+        """SIGTERM from another thread (``terminate`` waits for the exit),
+        returned once the server says it drains: the test acts meanwhile."""
+        return Draining(self)
+
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind runs."""
         assert self.process is not None
@@ -212,3 +218,21 @@ def sse_events(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
             if line.startswith("data: "):
                 events.append(json.loads(line[len("data: ") :]))
     return events
+
+
+class Draining:
+    """A server's drain under way (``Server.drain_in_background``)."""
+
+    def __init__(self, server: Server) -> None:
+        self.exit_code: list[int] = []
+        self.thread = threading.Thread(target=lambda: self.exit_code.append(server.terminate()))
+        self.thread.start()
+        wait_for(lambda: "stopping: no new sessions" in server.stderr(), what="the drain")
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, timeout: float) -> list[int]:
+        """Wait for the server's exit; its exit code, in a list (empty: still running)."""
+        self.thread.join(timeout=timeout)
+        return self.exit_code

@@ -28,33 +28,35 @@ says which (``kind``).  Requests to the shell helper
 are text a shell can read with builtins (``shell_request``), and as a shell
 cannot time a command and wait for it at once, the runner sends it ``kill``
 when a request's deadline passes.
+
+This module keeps the requests in flight and matches answers to them; the
+attached socket (Docker's stream frames, deadline-bound writes) is
+``stream``'s, a request's record ``inflight``'s, and the frames' encoding
+and checks ``protocol``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import logging
 import secrets
-import select
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from .inflight import Incoming, Pending
 from .protocol import (
     ANSWER_FIELDS,
     check_answer,
     check_output,
+    python_request,
     shell_request,
     shell_strings,
     take_head,
 )
+from .stream import AttachedStream
 
 logger = logging.getLogger("runner")
 
@@ -97,60 +99,6 @@ class ChannelError(Exception):
     """The helper is unavailable or stopped answering; use per-command exec."""
 
 
-@dataclass
-class _Pending:
-    request: dict[str, Any]  # what was asked: its answer is checked against it
-    #: Where a read's body goes as it arrives (None: kept, returned as ``body``).
-    sink: Callable[[bytes], object] | None = None
-    #: Called (in the reader thread) with a read's checked header before its
-    #: body arrives: the sink can size itself from the file's size.
-    on_header: Callable[[dict[str, Any]], object] | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-    receiving: bool = False  # its answer's header has arrived
-    header: dict[str, Any] | None = None
-    body: bytes = b""
-    sink_error: BaseException | None = None
-    #: Called (in the reader thread) once ``done`` is set: wakes an event loop
-    #: awaiting the answer (``request_async``).
-    on_done: Callable[[], object] | None = None
-    #: Its awaiting task was cancelled: the answer, when it comes, is dropped.
-    abandoned: bool = False
-    #: Called (in the reader thread) with each output frame of an exec that
-    #: asked for its output as it comes: ``(stream, chunk, gap)``.
-    on_output: Callable[[str, bytes, bool], object] | None = None
-
-    def finish(self) -> None:
-        self.done.set()
-        if self.on_done is not None:
-            self.on_done()
-
-
-@dataclass
-class _Incoming:
-    """An answer whose header has arrived and been checked; its body follows."""
-
-    pending: _Pending
-    header: dict[str, Any]
-    left: int
-    body: bytearray = field(default_factory=bytearray)
-    #: An output frame (a chunk of a command's output), not the answer.
-    output: bool = False
-
-    def take(self, data: memoryview) -> memoryview:
-        """Use what of ``data`` is this body's; return the rest."""
-        piece, rest = data[: self.left], data[self.left :]
-        self.left -= len(piece)
-        sink = self.pending.sink
-        if sink is None or "error" in self.header or self.output:
-            self.body += piece
-        elif self.pending.sink_error is None:  # after a failed write, drain only
-            try:
-                sink(bytes(piece))
-            except Exception as exc:  # the caller's to raise (a full disk, ...)
-                self.pending.sink_error = exc
-        return rest
-
-
 class ExecChannel:
     """A started helper process and the stream to it.  Thread-safe."""
 
@@ -176,13 +124,11 @@ class ExecChannel:
         #: forged frames into the helper's stdout) ends the channel.
         self.max_body_bytes = max_body_bytes
         self.container_id = container_id
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, Pending] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._dead: str | None = None
-        self._stderr = bytearray()
-        self._socket: socket.socket | None = None
-        self._stream: Any = None
+        self._stream: AttachedStream | None = None
         self._reader: threading.Thread | None = None
 
     @property
@@ -208,9 +154,7 @@ class ExecChannel:
             stderr=True,
             user="0:0",  # out of the sandbox user's reach: it cannot signal or trace root
         )["Id"]
-        stream = self.api.exec_start(exec_id, socket=True)
-        self._stream = stream  # closed with the socket: it holds a reference to it
-        self._socket = getattr(stream, "_sock", stream)
+        self._stream = AttachedStream(self.api.exec_start(exec_id, socket=True))
         self._reader = threading.Thread(
             target=self._read_loop, name=f"exec-channel-{self.container_id[:12]}", daemon=True
         )
@@ -269,7 +213,7 @@ class ExecChannel:
                 return refused, b""
         started = time.monotonic()
         deadline = started + timeout
-        pending = _Pending(header, sink=sink, on_header=on_header, on_output=on_output)
+        pending = Pending(header, sink=sink, on_header=on_header, on_output=on_output)
         request_id = self._register(pending)
         frame = self._frame(header, request_id, len(body), strings)
         try:
@@ -323,7 +267,7 @@ class ExecChannel:
                 woken.set_result(None)
 
         deadline = time.monotonic() + timeout
-        pending = _Pending(
+        pending = Pending(
             header, on_done=lambda: loop.call_soon_threadsafe(wake), on_output=on_output
         )
         request_id = self._register(pending)
@@ -332,8 +276,8 @@ class ExecChannel:
             if self._write_lock.acquire(blocking=False):
                 sent = False
                 try:
-                    assert self._socket is not None
-                    frame = frame[self._socket.send(frame, socket.MSG_DONTWAIT) :]
+                    assert self._stream is not None
+                    frame = frame[self._stream.send_nowait(frame) :]
                     sent = not frame
                 except BlockingIOError:
                     pass
@@ -372,7 +316,7 @@ class ExecChannel:
         finally:
             self._write_lock.release()
 
-    def _register(self, pending: _Pending) -> int:
+    def _register(self, pending: Pending) -> int:
         """Give ``pending`` a fresh random id and wait for its answer under it."""
         with self._lock:  # checked and registered together: _fail sees it or we see _dead
             if self._dead is not None:
@@ -390,10 +334,9 @@ class ExecChannel:
     ) -> bytes:
         if self.kind == "shell":
             return self._token + b" " + shell_request(header, request_id, body_size, strings)
-        data = json.dumps({**header, "id": request_id}).encode("utf-8")
-        return struct.pack(">I", len(data)) + data + struct.pack(">Q", body_size)
+        return python_request(header, request_id, body_size)
 
-    def _answer(self, request_id: int, pending: _Pending) -> tuple[dict[str, Any], bytes]:
+    def _answer(self, request_id: int, pending: Pending) -> tuple[dict[str, Any], bytes]:
         with self._lock:
             self._pending.pop(request_id, None)
         if pending.header is None:
@@ -403,35 +346,21 @@ class ExecChannel:
         return pending.header, pending.body
 
     def _send(self, data: bytes | memoryview, deadline: float) -> None:
-        """Send all of ``data`` before ``deadline``: a stopped helper cannot
-        block us (or, through the write lock, every later request)."""
-        assert self._socket is not None
-        view = memoryview(data)
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the helper stopped reading")
-            _, writable, _ = select.select([], [self._socket], [], left)
-            if writable:
-                sent = self._socket.send(view[: 1 << 20], socket.MSG_DONTWAIT)
-                view = view[sent:]
+        assert self._stream is not None
+        self._stream.send(data, deadline)
 
     def close(self) -> None:
         self._fail("closed")
-        if self._socket is not None:
-            with contextlib.suppress(OSError):
-                self._socket.shutdown(socket.SHUT_RDWR)
-            self._socket.close()
-        if self._stream is not None and self._stream is not self._socket:
-            with contextlib.suppress(OSError):
-                self._stream.close()
+        if self._stream is not None:
+            self._stream.close()
 
     # --- reading ---------------------------------------------------------------
 
     def _fail(self, reason: str) -> None:
         with self._lock:
             if self._dead is None:
-                detail = self._stderr.decode("utf-8", "replace").strip()[-500:]
+                stderr = self._stream.stderr if self._stream is not None else b""
+                detail = stderr.decode("utf-8", "replace").strip()[-500:]
                 self._dead = reason + (f" (helper stderr: {detail})" if detail else "")
             pending = list(self._pending.values())
         self._announced.set()
@@ -443,8 +372,10 @@ class ExecChannel:
         (after its first line, which names it)."""
         buffer = bytearray()
         try:
+            stream = self._stream
+            assert stream is not None
             while self.kind is None:
-                buffer += self._docker_stdout()
+                buffer += stream.stdout()
                 if b"\n" in buffer:
                     line, _, rest = bytes(buffer).partition(b"\n")
                     if line not in (b"python", b"shell"):
@@ -456,14 +387,14 @@ class ExecChannel:
                     self._announced.set()
                 elif len(buffer) > 16:
                     raise ValueError("the helper did not announce itself")
-            incoming: _Incoming | None = None
+            incoming: Incoming | None = None
             while True:
                 if not buffer:  # the frame's own buffer: no copy
-                    buffer = self._docker_stdout()
+                    buffer = stream.stdout()
                 if incoming is None:
                     head = take_head(buffer, max_body=self.max_body_bytes)
                     if head is None:
-                        buffer += self._docker_stdout()
+                        buffer += stream.stdout()
                         continue
                     incoming = self._receive(*head)
                 if incoming.left:
@@ -480,7 +411,7 @@ class ExecChannel:
         except Exception as exc:  # never a dead reader and requests left waiting
             self._fail(f"reading the helper's answers failed: {type(exc).__name__}: {exc}")
 
-    def _receive(self, header: Any, body_size: int) -> _Incoming:
+    def _receive(self, header: Any, body_size: int) -> Incoming:
         """Check an answer's header, before its body is read; raise ValueError
         if it answers no request in flight (forged: honest ids are random and
         answered once) or is not what the helper sends."""
@@ -493,7 +424,7 @@ class ExecChannel:
                 raise ValueError(f"an answer to no request in flight (id {request_id})")
             if "output" in header:  # a chunk of its output, before the answer
                 check_output(pending.request, header, body_size)
-                return _Incoming(pending, header, body_size, output=True)
+                return Incoming(pending, header, body_size, output=True)
             check_answer(pending.request, header, body_size)
             pending.receiving = True
         if pending.on_header is not None and "error" not in header:
@@ -501,9 +432,9 @@ class ExecChannel:
                 pending.on_header(header)
             except Exception as exc:  # the caller's to raise, as a sink's
                 pending.sink_error = exc
-        return _Incoming(pending, header, body_size)
+        return Incoming(pending, header, body_size)
 
-    def _deliver(self, incoming: _Incoming) -> None:
+    def _deliver(self, incoming: Incoming) -> None:
         """Hand a whole answer to the request waiting for it (or an output
         chunk to its ``on_output``)."""
         pending = incoming.pending
@@ -520,32 +451,3 @@ class ExecChannel:
             if pending.abandoned:  # nobody waits for it any more
                 self._pending.pop(incoming.header["id"], None)
         pending.finish()
-
-    def _docker_stdout(self) -> bytearray:
-        """The next payload of the helper's stdout (its stderr is kept aside)."""
-        while True:
-            stream_type, payload = self._docker_frame()
-            if stream_type != 2:
-                return payload
-            self._stderr += payload
-            del self._stderr[:-4000]
-
-    def _docker_frame(self) -> tuple[int, bytearray]:
-        header = self._recv_exact(8)
-        stream_type = header[0]
-        size = struct.unpack(">I", header[4:])[0]
-        return stream_type, self._recv_exact(size)
-
-    def _recv_exact(self, size: int) -> bytearray:
-        """``size`` bytes of the stream, received straight into one buffer
-        (a file's piece arrives in frames of ~32 KiB: no chunks joined)."""
-        assert self._socket is not None
-        received = bytearray(size)
-        view = memoryview(received)
-        got = 0
-        while got < size:
-            count = self._socket.recv_into(view[got:], min(size - got, 1 << 20))
-            if not count:
-                raise EOFError
-            got += count
-        return received

@@ -61,12 +61,8 @@ from ..base import (
     run_setup_script,
 )
 from .channel import HELPERS, ChannelError, ExecChannel
-from .container import (
-    HOST_GRACE_SECONDS,
-    DockerSandbox,
-    _start_channel,
-    channel_reason,
-)
+from .commands import HOST_GRACE_SECONDS
+from .container import DockerSandbox, _start_channel, channel_reason
 from .durability import DurableContainers, remove_durable_containers
 from .engine import (
     DEFAULT_IMAGE,

@@ -1,7 +1,7 @@
 """What travels over the exec channel: requests to the shell helper, and the
 checks every answer passes before the runner uses it.
 
-The Python helper reads JSON frames (built in ``ExecChannel.request``); the
+The Python helper reads JSON frames (``python_request``); the
 shell helper reads text a shell can read with builtins (``shell_request``).
 Both answer in the same frames (``take_head``), checked field by field
 against the request they answer (``check_answer``): an answer may be
@@ -21,6 +21,13 @@ MAX_ARG_BYTES = 131072 - 1
 #: A string of more lines than this goes to the shell helper as a byte count
 #: and raw bytes, not line by line (joining lines in sh is quadratic).
 MAX_STRING_LINES = 64
+
+
+def python_request(header: dict[str, Any], request_id: int, body_size: int) -> bytes:
+    """A request to the Python helper: its JSON header, then its body's size
+    (the body follows as it is)."""
+    data = json.dumps({**header, "id": request_id}).encode("utf-8")
+    return struct.pack(">I", len(data)) + data + struct.pack(">Q", body_size)
 
 
 def shell_strings(header: dict[str, Any]) -> tuple[bytes, dict[str, str] | None]:

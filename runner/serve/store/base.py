@@ -48,6 +48,7 @@ from .schema import (
     OPEN_STATUSES,
     TURN,
     WHOLE_HOOK,
+    NewSession,
     SessionRow,
     session_row,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "OPEN_STATUSES",
     "TURN",
     "WHOLE_HOOK",
+    "NewSession",
     "SessionRow",
     "Store",
     "StoreError",
@@ -212,32 +214,11 @@ class Store:
 
     # --- sessions -----------------------------------------------------------
 
-    async def create_session_async(
-        self,
-        *,
-        session_id: str,
-        agent: str,
-        inputs: dict[str, Any],
-        idempotency_key: str | None,
-        fingerprint: str,
-        file_hash: str,
-        backend: str,
-        owner: str | None = None,
-    ) -> SessionRow | None:
+    async def create_session_async(self, new: NewSession) -> SessionRow | None:
         """Insert a session; None (and nothing written) if the key is taken.
         Waits for the commit without blocking the event loop."""
-        insert = statements.insert_session(
-            session_id,
-            agent,
-            inputs,
-            idempotency_key,
-            fingerprint,
-            file_hash,
-            backend,
-            owner,
-            self.server_id,
-        )
-        if not await self._execute_async(*insert, session_id):
+        insert = statements.insert_session(new, self.server_id)
+        if not await self._execute_async(*insert, new.id):
             return None
         return statements.inserted_session(insert)
 

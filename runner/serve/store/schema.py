@@ -115,6 +115,22 @@ class SessionRow:
         }
 
 
+@dataclass(frozen=True)
+class NewSession:
+    """What a session is created with (``Store.create_session_async``): its
+    row's first values.  The row starts ``starting``, its times now, its
+    ``server_id`` the creating server's."""
+
+    id: str
+    agent: str
+    inputs: dict[str, Any]
+    idempotency_key: str | None
+    fingerprint: str
+    file_hash: str
+    backend: str
+    owner: str | None = None
+
+
 #: The ``sessions`` columns in :class:`SessionRow`'s order (what every
 #: ``SELECT`` of a whole row names, :data:`COLUMNS`).
 NAMES = (

@@ -26,6 +26,7 @@ from .schema import (
     OPEN_STATUSES,
     TURN,
     WHOLE_HOOK,
+    NewSession,
     SessionRow,
     session_row,
 )
@@ -56,17 +57,7 @@ _UPDATED_AS_JSON = {"sandbox", "result", "conversation"}
 _UPDATABLE = {"status", "error", *_UPDATED_AS_JSON}
 
 
-def insert_session(
-    session_id: str,
-    agent: str,
-    inputs: dict[str, Any],
-    idempotency_key: str | None,
-    fingerprint: str,
-    file_hash: str,
-    backend: str,
-    owner: str | None,
-    server_id: str | None,
-) -> Statement:
+def insert_session(new: NewSession, server_id: str | None) -> Statement:
     """A new session, ``starting``; it changes no row if the id or the key is taken."""
     now = time.time()
     # DO NOTHING on either unique column: the id (never reused) or the key.
@@ -75,14 +66,14 @@ def insert_session(
         " file_hash, backend, owner, server_id, created_at, updated_at)"
         " VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (
-            session_id,
-            agent,
-            json.dumps(inputs),
-            idempotency_key,
-            fingerprint,
-            file_hash,
-            backend,
-            owner,
+            new.id,
+            new.agent,
+            json.dumps(new.inputs),
+            new.idempotency_key,
+            new.fingerprint,
+            new.file_hash,
+            new.backend,
+            new.owner,
             server_id,
             now,
             now,
