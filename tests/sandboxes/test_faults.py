@@ -76,7 +76,9 @@ def test_a_killed_runner_leaves_a_container_that_gc_removes(tmp_path, docker_cli
     assert len(orphans) == 1
     gc = subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, text=True, timeout=60)
     assert gc.returncode == 0, gc.stderr
-    assert orphans[0][:12] in gc.stdout
+    # Judged by what is left: under pytest -n 2 the other worker's runner may
+    # sweep the orphan first (its owner is dead), and then gc cannot name it
+    # (the same race as the gc test in test_docker_sandbox; CI saw both).
     assert containers_of(docker_client, process.pid) == []
 
 
