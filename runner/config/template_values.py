@@ -138,6 +138,15 @@ class _RenderedValues:
     def substitute(self, text: str) -> str:
         return self._pattern().sub(lambda m: self.quoted[int(m.group(1))], text)
 
+    def unquoted(self, word: str) -> str:
+        """The text bash makes of ``word`` (a word of the checked script):
+        each sentinel replaced by its value's text, quotes removed elsewhere."""
+        pieces = self._pattern().split(word)
+        return "".join(
+            self.texts[int(piece)] if odd else piece.replace("'", "").replace('"', "")
+            for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
+        )
+
 
 _RENDERING: ContextVar[_RenderedValues | None] = ContextVar("runner_rendering", default=None)
 

@@ -135,29 +135,33 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        destinations: set[int] = set()
+        destinations: set[str] = set()
         _refuse_unsafe(
             text, sentinels, self.tainted, shell, self.consumers, self.exported, destinations
         )
-        _refuse_system_destinations(values.texts, destinations)
+        _refuse_system_destinations(values, destinations)
         return values.substitute(text)
 
 
-def _refuse_system_destinations(texts: list[str], destinations: set[int]) -> None:
-    """A value that chooses where a write lands or where ``cd`` goes may not
-    name the system's directories (``> {{ path }}`` with ``/etc/ld.so.preload``
-    loads a library into every later program: the seventeenth review) nor
-    climb with ``..``.  Only the render knows the text, so it checks it; the
-    message names the value by number, never shows it."""
+def _refuse_system_destinations(values: Any, destinations: set[str]) -> None:
+    """A word holding a value that chooses where a write lands or where
+    ``cd`` goes may not name the system's directories (``> /{{ path }}``
+    with ``etc/ld.so.preload`` loads a library into every later program:
+    reviews 17 and 18) nor climb with ``..``.  Only the render knows the
+    text, so it checks the whole word, values put in and quotes removed;
+    the message never shows a value."""
     from .shell.system_paths import names_system_path
 
-    for index in sorted(destinations):
-        text = texts[index] if index < len(texts) else ""
-        if names_system_path(text) or ".." in text.split("/"):
+    for word in sorted(destinations):
+        path = values.unquoted(word)
+        if path.startswith(("--", "-t")) and "=" in path:
+            path = path.split("=", 1)[1]
+        parts = path.split("/")
+        if names_system_path(path) or ".." in parts or (path.startswith("~") and len(parts) > 1):
             raise UnsafeTemplateError(
-                f"run command refused before it ran: value {index + 1} names where a file is "
-                "written or where cd goes, under the system's directories (/etc, /usr, /lib...) "
-                "or climbing with ..; write under the workspace or $TMPDIR"
+                "run command refused before it ran: a value names where a file is written or "
+                "where cd goes, under the system's directories (/etc, /usr, /lib...) or "
+                "climbing with ..; write under the workspace or $TMPDIR"
             )
 
 
@@ -168,7 +172,7 @@ def _refuse_unsafe(
     shell: str | None = None,
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
-    destinations: set[int] | None = None,
+    destinations: set[str] | None = None,
 ) -> None:
     from .shell.checker import check_script
 

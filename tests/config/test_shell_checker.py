@@ -1067,3 +1067,48 @@ def test_the_seventeenth_reviews_neighbours_pass() -> None:
         ("echo n=1 >> \"$GITHUB_OUTPUT\"; wc -c 'RVtx0'", ["wc"]),
     ):
         assert check_script(script, [SENTINELS[0]], consumers=consumers) == [], script
+
+
+#: The eighteenth review's static classes: the destination's spellings the
+#: system-write rules missed.
+EIGHTEENTH_REVIEW = [
+    (
+        "cp --target-directory=/etc f; wc 'RVtx0'",
+        ("file-flow", "/etc: the system runs what is written there"),
+    ),
+    (
+        "cp --target=/etc f; wc 'RVtx0'",
+        ("file-flow", "/etc: the system runs what is written there"),
+    ),
+    ("cp -t/etc f; wc 'RVtx0'", ("file-flow", "/etc: the system runs what is written there")),
+    (
+        "cp -s /etc/nsswitch.conf c; wc 'RVtx0'",
+        ("file-flow", "/etc/nsswitch.conf: the system runs what is written there"),
+    ),
+    ("mv /etc/x y; wc 'RVtx0'", ("file-flow", "/etc/x: the system runs what is written there")),
+    ("chmod 777 /etc; wc 'RVtx0'", ("file-flow", "/etc: the system runs what is written there")),
+    ("CDPATH=/; cd etc; wc 'RVtx0'", ("shell-control", "CDPATH")),
+    ("HOME=/etc; cd; wc 'RVtx0'", ("shell-control", "HOME")),
+    ("OLDPWD=/etc; cd -; wc 'RVtx0'", ("shell-control", "OLDPWD")),
+    ("DIRSTACK[1]=/etc; pushd +1; wc 'RVtx0'", ("shell-control", "DIRSTACK")),
+    ("cd ~root/../etc; wc 'RVtx0'", ("file-flow", "cd ~root/../etc: may climb from a home to /")),
+    ("echo x > ~/../etc/x; wc 'RVtx0'", ("file-flow", "~/../etc/x: may climb from a home to /")),
+]
+
+
+@pytest.mark.parametrize(("script", "expected"), EIGHTEENTH_REVIEW)
+def test_the_eighteenth_reviews_classes_are_refused(script, expected) -> None:
+    for consumers in (None, ["wc"]):
+        found = check_script(script, [SENTINELS[0]], consumers=consumers)
+        assert expected in {(f.rule, f.detail) for f in found}, found
+
+
+def test_the_eighteenth_reviews_neighbours_pass() -> None:
+    """Reading from /etc, HOME for one program, IFS for one read."""
+    for script, consumers in (
+        ("cp /etc/hosts out/; wc 'RVtx0'", None),
+        ("IFS= read -r l <<< 'RVtx0'", None),
+        ("HOME=/tmp/h git status; wc 'RVtx0'", ["git", "wc"]),
+        ("cd ~ && wc -c 'RVtx0'", None),
+    ):
+        assert check_script(script, [SENTINELS[0]], consumers=consumers) == [], script

@@ -139,7 +139,7 @@ def check_script(
     shell: str | None = None,
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
-    destinations: set[int] | None = None,
+    destinations: set[str] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -150,8 +150,9 @@ def check_script(
     receive a value besides ``STRICT_RECEIVERS``; ``exported`` names the
     variables exported before the script runs (the step's ``env:``), so a
     value the script assigns to one is exported too.  ``destinations``, when
-    given, receives the indexes of the values that name where a write lands
-    or where ``cd`` goes: the caller checks their text (``system_paths``).
+    given, receives the words (sentinels and all) in which a value names
+    where a write lands or where ``cd`` goes: the caller checks them with
+    the values in (``system_paths``).
     """
     if not sentinels and not tainted:
         return []

@@ -117,8 +117,9 @@ class CheckState:
         self.pipelines_done: set[tuple[int, int]] = set()
         self.commands = [n for n in self.tree.nodes if n.type == "command"]
         self._names_set_here: set[str] | None = None
-        #: the values that name where a write lands or where ``cd`` goes
-        self.value_destinations: set[int] = set()
+        #: the words, sentinels and all, in which a value names where a
+        #: write lands or where ``cd`` goes (the render checks them)
+        self.value_destinations: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------
 

@@ -408,4 +408,8 @@ class SubsetCheck(FlowCheck, AgreementCheck):
                 resolved = self.resolve_quietly(owner)
                 if resolved is not None and resolved.name in STDIN_BUILTINS:
                     return  # IFS= read -r line: for that read only
+            if name == "HOME" and owner is not None and owner.type == "command":
+                resolved = self.resolve_quietly(owner)
+                if resolved is not None and resolved.name not in BUILTINS:
+                    return  # HOME=/tmp/h git config: that program's environment only
             self.refuse("shell-control", assignment, name)

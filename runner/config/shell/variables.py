@@ -35,6 +35,12 @@ REBINDING_NAMES = frozenset(
         "LOCPATH",
         "NLSPATH",
         "HOSTALIASES",
+        # where cd goes without a literal directory (review 18: CDPATH=/
+        # then cd etc; HOME=/etc then cd; OLDPWD=/etc then cd -)
+        "CDPATH",
+        "HOME",
+        "OLDPWD",
+        "DIRSTACK",
         # bash's message catalogs for $"..." (review 16: a catalog's
         # translation is expanded, $( ) and all)
         "TEXTDOMAIN",

@@ -29,6 +29,13 @@ _WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 #: Programs whose destination words name what they write or link.
 _WRITERS = frozenset(
     {"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync", "uniq", "mktemp"}
+    | {"rm", "rmdir", "mkdir", "chmod", "chown", "chgrp", "truncate"}
+)
+#: Writers every operand of which names a file they change (a move, a link
+#: into a system file, a removal, a mode).
+_EVERY_OPERAND = frozenset(
+    {"tee", "touch", "mktemp", "ln", "link", "mv", "rm", "rmdir", "mkdir", "truncate"}
+    | {"chmod", "chown", "chgrp"}
 )
 #: Statements whose body runs again and again: a ``cd ..`` in one climbs each time.
 _LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
@@ -49,7 +56,11 @@ class SystemWritesCheck(ReceiverCheck):
             if node.type == "command":
                 depth = self._moved(node, depth, assigned)
                 continue
-            for text in self._spellings(node, assigned):
+            for spelled in self._spellings(node, assigned):
+                text = _path_of(spelled)
+                if text.startswith("~") and ".." in text.split("/"):
+                    self.refuse("file-flow", node, f"{text[:40]}: may climb from a home to /")
+                    break
                 if names_system_path(text):
                     self.refuse(
                         "file-flow",
@@ -64,19 +75,53 @@ class SystemWritesCheck(ReceiverCheck):
                     break
 
     def _note_value_destinations(self, node: Any) -> None:
-        """The values that choose where a write lands or where ``cd`` goes
-        (``> {{ path }}``, ``d={{ x }}; cd "$d"``): only the render knows
-        their text, so it checks them (``templates``) against the same
-        system directories."""
-        for part in self.tree.subtree(node):
-            if part.type == "raw_string":
-                index = self.sentinel_index(part)
-                if index is not None:
-                    self.value_destinations.add(index)
-            elif part.type in ("simple_expansion", "expansion"):
-                index = self.tainted.get(self.expanded_name(part) or "")
-                if index is not None:
-                    self.value_destinations.add(index)
+        """The words that hold a value and choose where a write lands or where
+        ``cd`` goes (``> /{{ path }}``, ``cd -- {{ d }}``): only the render
+        knows their text, so it checks the whole word, value and all
+        (``templates``), against the same system directories.  A variable
+        that holds a value stands for it when the script assigns it exactly
+        one value; otherwise the word is refused here."""
+        words = [node]
+        if node.type == "command":
+            resolved = self.resolve_quietly(node)
+            words = list(resolved.arguments) if resolved is not None else []
+        for word in words:
+            if not self.carries(word):
+                continue
+            text = self.text(word)
+            for part in self.tree.subtree(word):
+                if part.type not in ("simple_expansion", "expansion"):
+                    continue
+                name = self.expanded_name(part) or ""
+                if name not in self.tainted:
+                    continue
+                values = self._whole_values().get(name)
+                if values is None:
+                    self.refuse(
+                        "file-flow",
+                        word,
+                        f"{self.text(word)[:40]}: a path built from part of a value",
+                    )
+                    return
+                text = text.replace(self.text(part), values)
+            self.value_destinations.add(text)
+
+    def _whole_values(self) -> dict[str, str]:
+        """Each variable the script assigns exactly one value, whole (``d={{ x }}``)
+        and nothing else: its sentinel."""
+        found: dict[str, list[str]] = {}
+        for node in self.tree.nodes:
+            if node.type == "variable_assignment":
+                name, value = self.assigned_name(node), node.child_by_field_name("value")
+                if name:
+                    text = self.text(value) if value is not None else ""
+                    whole = (
+                        value is not None
+                        and value.type == "raw_string"
+                        and (self.sentinel_index(value) is not None)
+                    )
+                    found.setdefault(name, []).append(text if whole else "")
+        return {n: texts[0] for n, texts in found.items() if len(texts) == 1 and texts[0]}
 
     def _places(self) -> list[Any]:
         """The ``cd``/``pushd``/``popd`` commands and the words that name a
@@ -110,6 +155,9 @@ class SystemWritesCheck(ReceiverCheck):
         if self.carries(word):
             return _START_DEPTH  # a value names the directory: the author's choice
         for text in self._spellings(word, assigned):
+            if text.startswith("~") and ".." in text.split("/"):
+                self.refuse("file-flow", command, f"cd {text[:40]}: may climb from a home to /")
+                return _START_DEPTH
             if text.startswith("/"):
                 if names_system_path(text):
                     self.refuse(
@@ -180,20 +228,23 @@ class SystemWritesCheck(ReceiverCheck):
         operands = [
             w for w, t in zip(words, statics, strict=True) if not (t or "-").startswith("-")
         ]
-        if resolved.name in ("tee", "touch", "mktemp", "ln", "link"):
-            # ln -s /etc e; echo x > e/ld.so.preload: a link to a system
-            # directory is a way into it, so every operand counts
+        links = resolved.name == "cp" and any(t and _links(t) for t in statics)
+        if resolved.name in _EVERY_OPERAND or links:
+            # ln -s /etc e; cp -s /etc/nsswitch.conf c; echo x > e/ld.so.preload:
+            # a link to a system file is a way into it, so every operand counts
             after = [words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-p", "--tmpdir")]
             return operands + after
         if resolved.name == "uniq":
             return operands[1:2]
         targets = [
-            words[i + 1] for i, t in enumerate(statics[:-1]) if t in ("-t", "--target-directory")
+            words[i + 1]
+            for i, t in enumerate(statics[:-1])
+            if t == "-t" or (t and len(t) > 3 and "--target-directory".startswith(t))
         ]
         targets += [
             w
             for w, t in zip(words, statics, strict=True)
-            if t and t.startswith(("--target-directory=", "--tmpdir="))
+            if t and (t[:2] == "-t" != t or (t.startswith("--") and "=" in t))
         ]
         return targets + operands[-1:]
 
@@ -236,3 +287,24 @@ def _reaches_system(text: str, depth: int) -> bool:
         elif part not in ("", "."):
             depth += 1
     return False
+
+
+def _path_of(word: str) -> str:
+    """The path in a destination word: after an option's ``=``
+    (``--target-directory=/etc``, ``--target=/etc``, ``of=/etc/x``) or
+    ``-t`` (``-t/etc``)."""
+    if word.startswith("--") and "=" in word:
+        return word.split("=", 1)[1]
+    if word.startswith("-t") and len(word) > 2:
+        return word[2:]
+    if word.startswith("of="):
+        return word[3:]
+    return word
+
+
+def _links(option: str) -> bool:
+    """Does ``option`` make ``cp`` link instead of copy (``-s``, ``-l``,
+    ``-rs``, ``--symbolic-link``, ``--link``)?"""
+    if option.startswith("--"):
+        return option in ("--symbolic-link", "--link")
+    return option.startswith("-") and ("s" in option[1:] or "l" in option[1:])
