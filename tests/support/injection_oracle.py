@@ -26,6 +26,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -87,6 +88,14 @@ def _accepts(function: object, keyword: str) -> bool:
 #: Strict mode with one data program named: it only narrows the default mode,
 #: so it may never accept a case the default mode refuses.
 STRICT_CONSUMERS = ("argv",)
+
+
+def only_the_probe_unnamed(refusal: str) -> bool:
+    """Was a default-mode refusal only that the probe (``argv``) is not a
+    data program nor named in ``consumers:`` (``[strict-program]``)?"""
+    rules = re.findall(r"\[([a-z-]+)\]: ", refusal)
+    unnamed = refusal.count("(argv, not in consumers:) [strict-program]")
+    return bool(rules) and all(rule == "strict-program" for rule in rules) and unnamed == len(rules)
 
 
 def render_case(case: Case, consumers: tuple[str, ...] | None = None) -> Rendered | str:
@@ -253,7 +262,14 @@ def run_case(case: Case, base: Path, bin_dir: Path) -> Outcome:
         rendered = render_case(case)
     except Exception as exc:  # not a refusal: the harness or the grammar is wrong
         return Outcome(case, error=f"{type(exc).__name__}: {exc}")
-    if isinstance(rendered, str):
+    if isinstance(rendered, str) and only_the_probe_unnamed(rendered):
+        # Both modes are a closed world: the default mode runs no program
+        # beside a value that is not a data program, the probe included.
+        # Named, the probe is judged in strict mode, whose acceptance is run.
+        rendered = render_case(case, STRICT_CONSUMERS)
+        if isinstance(rendered, str):
+            return Outcome(case, refusal=rendered)
+    elif isinstance(rendered, str):
         outcome = Outcome(case, refusal=rendered)
         if _accepts(compile_template, "consumers") and not isinstance(
             render_case(case, STRICT_CONSUMERS), str
