@@ -150,12 +150,10 @@ def _refuse_system_destinations(values: Any, destinations: set[str]) -> None:
     reviews 17 and 18) nor climb with ``..``.  Only the render knows the
     text, so it checks the whole word, values put in and quotes removed;
     the message never shows a value."""
-    from .shell.system_paths import names_system_path
+    from .shell.system_paths import destination_path, names_system_path
 
     for word in sorted(destinations):
-        path = values.unquoted(word)
-        if path.startswith(("--", "-t")) and "=" in path:
-            path = path.split("=", 1)[1]
+        path = destination_path(values.unquoted(word))
         parts = path.split("/")
         if names_system_path(path) or ".." in parts or (path.startswith("~") and len(parts) > 1):
             raise UnsafeTemplateError(

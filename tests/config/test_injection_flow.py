@@ -59,6 +59,18 @@ PAYLOADS = {
 _FIRST = " | tr '\\0' '\\n' | grep -a -m1 CANARY_ARITH | cut -d\"'\" -f2"
 _RUN = 'echo "$(( y ))"'
 
+#: The fourteenth review's class C (strict mode) and the seventeenth's B
+#: (default mode): dpkg-buildpackage, given no value, runs shell code from its
+#: own option text, which reads the script, values and all, from ps.
+DPKG_HOOK_INIT = (
+    "mkdir debian; printf 'p (1) u; urgency=low\\n\\n  * x\\n\\n"
+    " -- A <a@b.c>  Thu, 01 Jan 2025 00:00:00 +0000\\n' > debian/changelog; "
+    "printf 'Source: p\\n\\nPackage: p\\nArchitecture: all\\n' > debian/control; "
+    "dpkg-buildpackage --hook-init='ps -eww -o args= "
+    '| grep -a -m1 "^bash -c .*dpkg-buildp[a]ckage" | rev | cut -d";" -f2 | rev | sh\'; '
+    "wc -c <<< {{ x.hook }}"
+)
+
 #: (class, template, tainted env names): refused by validate and at run time.
 FLOWS = [
     # 1. a value read by an interpreter from stdin
@@ -256,12 +268,7 @@ FLOWS = [
     ("review17", "GREP={{ x.grep_env }} xzgrep -c root /etc/hostname; true", ()),
     (
         "review17",
-        "mkdir debian; printf 'p (1) u; urgency=low\\n\\n  * x\\n\\n"
-        " -- A <a@b.c>  Thu, 01 Jan 2025 00:00:00 +0000\\n' > debian/changelog; "
-        "printf 'Source: p\\n\\nPackage: p\\nArchitecture: all\\n' > debian/control; "
-        "dpkg-buildpackage --hook-init='ps -eww -o args= "
-        '| grep -a -m1 "^bash -c .*dpkg-buildp[a]ckage" | rev | cut -d";" -f2 | rev | sh\'; '
-        "wc -c <<< {{ x.hook }}",
+        DPKG_HOOK_INIT,
         (),
     ),
 ]
@@ -527,12 +534,7 @@ STRICT_FLOWS = [
     # the fourteenth review (C): a program nobody named, given no value, runs
     # shell code from its own option text, which reads the script from ps
     (
-        "mkdir debian; printf 'p (1) u; urgency=low\\n\\n  * x\\n\\n"
-        " -- A <a@b.c>  Thu, 01 Jan 2025 00:00:00 +0000\\n' > debian/changelog; "
-        "printf 'Source: p\\n\\nPackage: p\\nArchitecture: all\\n' > debian/control; "
-        "dpkg-buildpackage --hook-init='ps -eww -o args= "
-        '| grep -a -m1 "^bash -c .*dpkg-buildp[a]ckage" | rev | cut -d";" -f2 | rev | sh\'; '
-        "wc -c <<< {{ x.hook }}",
+        DPKG_HOOK_INIT,
         ["wc"],
     ),
 ]

@@ -1092,6 +1092,8 @@ EIGHTEENTH_REVIEW = [
     ("OLDPWD=/etc; cd -; wc 'RVtx0'", ("shell-control", "OLDPWD")),
     ("DIRSTACK[1]=/etc; pushd +1; wc 'RVtx0'", ("shell-control", "DIRSTACK")),
     ("cd ~root/../etc; wc 'RVtx0'", ("file-flow", "cd ~root/../etc: may climb from a home to /")),
+    # the depth after cd a/../b is one level down, not two
+    ("cd a/../b; cd ../..; wc 'RVtx0'", ("file-flow", "cd ../..: may climb out to /")),
     ("echo x > ~/../etc/x; wc 'RVtx0'", ("file-flow", "~/../etc/x: may climb from a home to /")),
 ]
 

@@ -51,20 +51,14 @@ def names_system_path(text: str) -> bool:
     return _first_component_may_be_system(first)
 
 
-def climbs_out(text: str) -> bool:
-    """Does the relative path ``text`` climb above the directory it starts
-    from (``../../etc/x``: the workspace may sit right under ``/``)?  A
-    ``..`` after an expansion (``$d/..``) may climb anywhere too."""
-    if text.startswith("/"):
-        return False
-    depth = 0
-    for part in text.split("/"):
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif part not in ("", "."):
-            if "$" in part or part.startswith("~"):
-                return ".." in text.split("/")  # an unknown directory, then ..
-            depth += 1
-    return False
+def destination_path(word: str) -> str:
+    """The path in a destination word: after an option's ``=``
+    (``--target-directory=/etc``, ``--target=/etc``, ``of=/etc/x``) or
+    ``-t`` (``-t/etc``)."""
+    if word.startswith("--") and "=" in word:
+        return word.split("=", 1)[1]
+    if word.startswith("-t") and len(word) > 2:
+        return word[2:]
+    if word.startswith("of="):
+        return word[3:]
+    return word

@@ -22,7 +22,7 @@ from typing import Any
 
 from .proc_paths import EXPANSION, UNQUOTED
 from .receivers import ReceiverCheck
-from .system_paths import climbs_out, names_system_path
+from .system_paths import destination_path, names_system_path
 
 #: Redirect operators that write their target.
 _WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
@@ -47,6 +47,8 @@ _START_DEPTH = 1
 class SystemWritesCheck(ReceiverCheck):
     """Writes and ``cd`` in a script that holds a value, judged against ``/``."""
 
+    _whole: dict[str, str] | None = None
+
     def system_files_written(self) -> None:
         self.index = None
         assigned = self._assigned_texts()
@@ -57,7 +59,7 @@ class SystemWritesCheck(ReceiverCheck):
                 depth = self._moved(node, depth, assigned)
                 continue
             for spelled in self._spellings(node, assigned):
-                text = _path_of(spelled)
+                text = destination_path(spelled)
                 if text.startswith("~") and ".." in text.split("/"):
                     self.refuse("file-flow", node, f"{text[:40]}: may climb from a home to /")
                     break
@@ -108,7 +110,9 @@ class SystemWritesCheck(ReceiverCheck):
 
     def _whole_values(self) -> dict[str, str]:
         """Each variable the script assigns exactly one value, whole (``d={{ x }}``)
-        and nothing else: its sentinel."""
+        and nothing else: its sentinel.  Computed once per script."""
+        if self._whole is not None:
+            return self._whole
         found: dict[str, list[str]] = {}
         for node in self.tree.nodes:
             if node.type == "variable_assignment":
@@ -121,7 +125,8 @@ class SystemWritesCheck(ReceiverCheck):
                         and (self.sentinel_index(value) is not None)
                     )
                     found.setdefault(name, []).append(text if whole else "")
-        return {n: texts[0] for n, texts in found.items() if len(texts) == 1 and texts[0]}
+        self._whole = {n: texts[0] for n, texts in found.items() if len(texts) == 1 and texts[0]}
+        return self._whole
 
     def _places(self) -> list[Any]:
         """The ``cd``/``pushd``/``popd`` commands and the words that name a
@@ -172,9 +177,11 @@ class SystemWritesCheck(ReceiverCheck):
             if climb and (climb >= depth or self._in_loop(command)):
                 self.refuse("file-flow", command, f"cd {text[:40]}: may climb out to /")
                 return _START_DEPTH
-            if climbs_out(text) or "$" in text or text.startswith("~"):
+            if "$" in text or text.startswith("~"):
                 return _START_DEPTH
-            depth += len([p for p in text.split("/") if p not in ("", ".", "..")]) - climb
+            parts = text.split("/")
+            # net, not the lowest point: cd a/../b goes one level down
+            depth += len([p for p in parts if p not in ("", ".", "..")]) - parts.count("..")
         return max(depth, _START_DEPTH)
 
     def _in_loop(self, node: Any) -> bool:
@@ -287,19 +294,6 @@ def _reaches_system(text: str, depth: int) -> bool:
         elif part not in ("", "."):
             depth += 1
     return False
-
-
-def _path_of(word: str) -> str:
-    """The path in a destination word: after an option's ``=``
-    (``--target-directory=/etc``, ``--target=/etc``, ``of=/etc/x``) or
-    ``-t`` (``-t/etc``)."""
-    if word.startswith("--") and "=" in word:
-        return word.split("=", 1)[1]
-    if word.startswith("-t") and len(word) > 2:
-        return word[2:]
-    if word.startswith("of="):
-        return word[3:]
-    return word
 
 
 def _links(option: str) -> bool:
