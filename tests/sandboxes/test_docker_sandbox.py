@@ -262,12 +262,11 @@ def test_gc_removes_expired_and_orphaned_containers_only(docker_client) -> None:
     }
     try:
         removed = collect_garbage(docker_client)
-        assert created["expired"].id in removed
-        assert created["orphan"].id in removed
         assert created["alive"].id not in removed
+        # Judged by what is left: another worker's sweep may remove the
+        # expired and the orphaned one before this sweep lists them.
         remaining = {c.id for c in docker_client.containers.list(all=True)}
-        assert created["alive"].id in remaining
-        assert created["expired"].id not in remaining
+        assert {name for name, c in created.items() if c.id in remaining} == {"alive"}
     finally:
         for container in created.values():
             with contextlib.suppress(Exception):

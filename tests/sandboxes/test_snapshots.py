@@ -516,8 +516,9 @@ def test_gc_removes_expired_snapshots(docker_client: Any, snapshots: Any) -> Non
     result = subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     left = {image.id for image in snapshots()}
+    # Judged by what is left, not by this gc's output: another worker's gc
+    # may remove the expired snapshot first.
     assert expired.id not in left and kept.id in left
-    assert expired.id.removeprefix("sha256:")[:12] in result.stdout
     # the count bound: with max_count=0 every snapshot goes
     collect_snapshots(docker_client, max_count=0)
     assert kept.id not in {image.id for image in snapshots()}

@@ -259,7 +259,8 @@ def test_runner_gc_keeps_a_durable_container_of_a_dead_server_until_it_expires(
     # The TTL still bounds it: its clock stops it at its expiry, and gc then removes it.
     wait_for(lambda: time.time() >= expires_at, what="the expiry", timeout=60)
     wait_for(lambda: not running(container), what="the container's own clock", timeout=30)
-    assert container.id[:12] in runner_gc()
+    # Judged by what is left, not by this gc's output: another worker's gc may sweep it first.
+    runner_gc()
     assert not exists(docker_client, container.id)
 
 
