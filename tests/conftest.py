@@ -397,6 +397,14 @@ E2E_FILES = {"test_github_action.py"} | {
 }
 
 
+#: Whether koyeb-sdk was imported while the test modules were collected (set
+#: below; tests/docs/test_test_tiers.py checks it is not): importing it takes
+#: ~7 s of CPU (pydantic builds a validator for each of its ~1,100 API
+#: functions), which a module that imports it at its top makes every test
+#: process pay, the fast tier's included, whether or not a cloud test runs.
+SDK_IMPORTED_WHILE_COLLECTING: bool | None = None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests from the fixtures they use: ``postgres`` for PostgreSQL's,
     ``docker`` for the engine's; and ``e2e`` from their file (E2E_FILES).
@@ -408,6 +416,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     one process busy while the other has nothing left (scripts/test also
     lets an idle process take queued tests, ``--dist worksteal``).  Every
     process sorts the same collection alike, as pytest-xdist requires."""
+    global SDK_IMPORTED_WHILE_COLLECTING
+    SDK_IMPORTED_WHILE_COLLECTING = "koyeb" in sys.modules
     for item in items:
         if item.path.name in E2E_FILES:
             item.add_marker(pytest.mark.e2e)

@@ -71,3 +71,13 @@ def test_scripts_long_runs_scripts_test_at_the_long_scale(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"scale=long args=-k pool cwd={tmp_path}\n"
+
+
+def test_collecting_the_suite_imports_no_cloud_sdk() -> None:
+    # koyeb-sdk takes ~7 s of CPU to import: a test module that imports it at
+    # its top makes every test process (the fast tier's too) pay that while it
+    # collects.  Tests that need the SDK's models import them when they run
+    # (tests/support/koyeb_server.py's sdk()).
+    import conftest
+
+    assert conftest.SDK_IMPORTED_WHILE_COLLECTING is False

@@ -13,10 +13,6 @@ import json
 import httpx
 import pytest
 from conftest import TEST_IMAGE
-from koyeb.api.models.catalog_instance_list_item import CatalogInstanceListItem
-from koyeb.api.models.error_with_fields import ErrorWithFields
-from koyeb.api.models.list_catalog_instances_reply import ListCatalogInstancesReply
-from koyeb.api.models.list_regions_reply import ListRegionsReply
 from koyeb_server import (
     CATALOGUE,
     DROP,
@@ -24,6 +20,7 @@ from koyeb_server import (
     FakeCloud,
     containers_left_by,
     point_sdk_at,
+    sdk,
 )
 
 import runner as agents
@@ -62,6 +59,12 @@ def test_the_catalogue_says_where_every_value_comes_from() -> None:
 
 
 async def test_the_catalogue_is_served_in_the_sdks_reply_shapes(docker_client) -> None:
+    # The SDK's models are imported here, not at the top: importing koyeb
+    # takes seconds, which every test process would pay while it collects.
+    from koyeb.api.models.catalog_instance_list_item import CatalogInstanceListItem
+    from koyeb.api.models.list_catalog_instances_reply import ListCatalogInstancesReply
+    from koyeb.api.models.list_regions_reply import ListRegionsReply
+
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
         headers = {"Authorization": f"Bearer {cloud.token}"}
         regions = httpx.get(f"{cloud.url}/v1/catalog/regions", headers=headers, timeout=10)
@@ -115,7 +118,7 @@ async def test_the_stand_in_answers_an_unknown_region_in_the_error_with_fields_s
         reply = httpx.post(f"{cloud.url}/v1/services", headers=headers, json=body, timeout=10)
         assert cloud.containers == {}
     assert reply.status_code == 400
-    error = ErrorWithFields.from_dict(reply.json())
+    error = sdk().ErrorWithFields.from_dict(reply.json())
     assert [(f.var_field, f.description) for f in error.fields] == [
         ("definition.regions.0", "unknown region 'atlantis'")
     ]

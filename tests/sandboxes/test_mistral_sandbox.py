@@ -16,9 +16,7 @@ import textwrap
 import httpx
 import pytest
 from conftest import TEST_IMAGE
-from koyeb.api.models.error import Error
-from koyeb.api.models.error_with_fields import ErrorWithFields
-from koyeb_server import FakeCloud, containers_left_by, point_sdk_at
+from koyeb_server import FakeCloud, containers_left_by, point_sdk_at, sdk
 
 import runner as agents
 from runner.config import validate_file
@@ -385,7 +383,7 @@ async def test_the_stand_in_refuses_unknown_fields_with_error_with_fields(
         reply = control_plane(cloud, "POST", path, token=cloud.token, body=body)
         assert cloud.containers == {}
     assert reply.status_code == 400
-    error = ErrorWithFields.from_dict(reply.json())
+    error = sdk().ErrorWithFields.from_dict(reply.json())
     assert (error.status, [f.var_field for f in error.fields]) == (400, [field])
 
 
@@ -401,7 +399,7 @@ async def test_the_stand_in_refuses_wrong_types(docker_client, path, body, field
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
         reply = control_plane(cloud, "POST", path, token=cloud.token, body=body)
     assert reply.status_code == 400
-    assert field in [f.var_field for f in ErrorWithFields.from_dict(reply.json()).fields]
+    assert field in [f.var_field for f in sdk().ErrorWithFields.from_dict(reply.json()).fields]
 
 
 @pytest.mark.docker
@@ -411,7 +409,7 @@ async def test_the_control_plane_answers_401_without_the_right_token(docker_clie
         reply = control_plane(cloud, "POST", "/v1/apps", token=token, body={"name": "a"})
         assert cloud.apps == {}
     assert reply.status_code == 401
-    assert Error.from_dict(reply.json()).status == 401
+    assert sdk().Error.from_dict(reply.json()).status == 401
 
 
 @pytest.mark.parametrize(
@@ -427,7 +425,7 @@ async def test_unknown_ids_are_404_in_the_error_shape(docker_client, method, pat
     with FakeCloud(docker_client, TEST_IMAGE) as cloud:
         reply = control_plane(cloud, method, path, token=cloud.token)
     assert reply.status_code == 404
-    assert Error.from_dict(reply.json()).status == 404
+    assert sdk().Error.from_dict(reply.json()).status == 404
 
 
 @pytest.mark.docker
