@@ -28,7 +28,13 @@ from ..engine.dependencies import Depends
 from ..engine.inputs import SessionInput, secret_strings
 from ..sandboxes.base import Sandbox, SandboxExecutionResult
 from .host_paths import resolve_inside
-from .templates import MASKED_CONTEXT, Fields, Template, UnsafeTemplateError
+from .templates import (
+    MASKED_CONTEXT,
+    Fields,
+    Template,
+    UnsafeTemplateError,
+    refuse_unsafe_env_values,
+)
 
 #: The environment variable every ``run`` step of a hook gets: the step's id.
 STEP_ID_VARIABLE = "RUNNER_STEP_ID"
@@ -216,6 +222,7 @@ class RunStep(Step):
         """Render the command (the exact script checked first), its env and cwd,
         and run it: the one path of hook steps and YAML tools alike."""
         env = {name: value.render(context) for name, value in self.env.items()}
+        refuse_unsafe_env_values(env, [n for n, value in self.env.items() if not value.is_static])
         env.update({name: secrets[secret] for name, secret in self.secret_env.items()})
         running = current_step_id.get()
         if running is not None:  # a hook's step (a tool call is not one)

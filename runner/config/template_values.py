@@ -138,6 +138,16 @@ class _RenderedValues:
     def substitute(self, text: str) -> str:
         return self._pattern().sub(lambda m: self.quoted[int(m.group(1))], text)
 
+    def literal(self, word: str) -> str:
+        """``unquoted``, with each value's pattern and quote characters made
+        inert (a NUL): a value is one quoted word, so its ``*`` or ``{a,b}``
+        is text, not a glob or a brace, when a path check reads the word."""
+        pieces = self._pattern().split(word)
+        return "".join(
+            literal_text(self.texts[int(piece)]) if odd else piece.replace("'", "").replace('"', "")
+            for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
+        )
+
     def unquoted(self, word: str) -> str:
         """The text bash makes of ``word`` (a word of the checked script):
         each sentinel replaced by its value's text, quotes removed elsewhere."""
@@ -193,3 +203,11 @@ class TemplateProblem(NamedTuple):
 
     offset: int
     message: str
+
+
+def literal_text(text: str) -> str:
+    """A value's text with the characters a path check would read as a
+    pattern, an expansion or a quote made inert (a NUL, which no path holds)."""
+    import re
+
+    return re.sub(r"[*?\[\]{}$\\'\"]", "\0", text)

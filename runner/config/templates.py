@@ -57,6 +57,7 @@ from .template_values import UnsafeTemplateError as UnsafeTemplateError
 from .template_values import _RenderedValues as _RenderedValues
 from .template_values import _scalar_text as _scalar_text
 from .template_values import _text as _text
+from .template_values import literal_text as literal_text
 from .template_values import shell_word as shell_word
 from .template_values import wrap as wrap
 
@@ -136,10 +137,12 @@ class Template:
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
         destinations: set[str] = set()
+        reads: set[str] = set()
         _refuse_unsafe(
-            text, sentinels, self.tainted, shell, self.consumers, self.exported, destinations
+            text, sentinels, self.tainted, shell, self.consumers, self.exported, destinations, reads
         )
         _refuse_system_destinations(values, destinations)
+        _refuse_process_reads(values, reads)
         return values.substitute(text)
 
 
@@ -150,16 +153,77 @@ def _refuse_system_destinations(values: Any, destinations: set[str]) -> None:
     reviews 17 and 18) nor climb with ``..``.  Only the render knows the
     text, so it checks the whole word, values put in and quotes removed;
     the message never shows a value."""
-    from .shell.system_paths import destination_path, names_system_path
+    from .shell.system_paths import destination_path
 
     for word in sorted(destinations):
-        path = destination_path(values.unquoted(word))
-        parts = path.split("/")
-        if names_system_path(path) or ".." in parts or (path.startswith("~") and len(parts) > 1):
+        if not is_safe_destination(destination_path(values.literal(word))):
             raise UnsafeTemplateError(
                 "run command refused before it ran: a value names where a file is written or "
-                "where cd goes, under the system's directories (/etc, /usr, /lib...) or "
-                "climbing with ..; write under the workspace or $TMPDIR"
+                "where cd goes, under the system's directories (/etc, /usr, /lib...), a "
+                "directory on PATH or a dot-file of HOME, or climbing with ..; write under "
+                "the workspace or $TMPDIR"
+            )
+
+
+def is_safe_destination(path: str) -> bool:
+    """May a value choose ``path`` (its text, as rendered) as where a file is
+    written, ``cd`` goes or ``mktemp`` makes its files?  Not under the
+    system's directories, not in a directory on the runner's ``PATH`` nor a
+    dot-file of its ``HOME`` (where a later bare name or a program's start-up
+    finds code), not climbing with ``..``, not ``~user/...``."""
+    import os
+
+    from .shell.system_paths import names_program_directory, names_system_path
+
+    parts = path.split("/")
+    return not (
+        names_system_path(path)
+        or ".." in parts
+        or (path.startswith("~") and len(parts) > 1)
+        or names_program_directory(
+            path, os.environ.get("PATH", ""), os.environ.get("HOME", os.path.expanduser("~"))
+        )
+    )
+
+
+def _refuse_process_reads(values: Any, reads: set[str]) -> None:
+    """A word holding a value that a program or the shell opens may not name
+    /proc or /dev/fd: ``od -c {{ path }}`` with ``/proc/self/environ``
+    printed a step's secret in a form the scrubber does not know (the
+    nineteenth review).  The message never shows a value."""
+    from .shell.proc_paths import names_process_path
+
+    for word in sorted(reads):
+        if names_process_path(values.literal(word)):
+            raise UnsafeTemplateError(
+                "run command refused before it ran: a value names a file under /proc or "
+                "/dev/fd (a process's environment, command line or descriptors) for a "
+                "program to read"
+            )
+
+
+def refuse_unsafe_env_values(env: Mapping[str, str], templated: Collection[str]) -> None:
+    """A step's templated ``env:`` values, as rendered: one may not name a
+    file under /proc or /dev/fd (the script may hand it to a program to
+    read: ``od -c "$P"``), and one in a variable that names where programs
+    write (``TMPDIR``, ``HOME``, ``XDG_*``) is a destination (the
+    nineteenth review's ``TMPDIR: /etc/profile.d``).  The message names the
+    variable, never the value."""
+    from .shell.proc_paths import names_process_path
+    from .shell.system_paths import DESTINATION_ENV
+
+    for name in sorted(templated):
+        text = literal_text(env[name])
+        if names_process_path(text):
+            raise UnsafeTemplateError(
+                f"run command refused before it ran: env {name}: a value names a file under "
+                "/proc or /dev/fd (a process's environment, command line or descriptors)"
+            )
+        if name in DESTINATION_ENV and not is_safe_destination(text):
+            raise UnsafeTemplateError(
+                f"run command refused before it ran: env {name}: a value chooses where "
+                "programs write, under the system's directories, a directory on PATH or a "
+                "dot-file of HOME, or climbing with ..; use a path under the workspace or $TMPDIR"
             )
 
 
@@ -171,6 +235,7 @@ def _refuse_unsafe(
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
     destinations: set[str] | None = None,
+    reads: set[str] | None = None,
 ) -> None:
     from .shell.checker import check_script
 
@@ -182,6 +247,7 @@ def _refuse_unsafe(
         consumers=consumers,
         exported=exported,
         destinations=destinations,
+        reads=reads,
     )
     if findings:
         where = "; ".join(

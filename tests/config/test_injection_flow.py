@@ -12,6 +12,7 @@ the checker accepts run in real bash with the same values and run nothing.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +23,14 @@ from conftest import RUNNER_CLI
 
 from runner.config.shell import checker as shell_check
 from runner.config.shell.checker import check_script
-from runner.config.templates import _SHELL, Fields, Template, UnsafeTemplateError, compile_template
+from runner.config.templates import (
+    _SHELL,
+    Fields,
+    Template,
+    UnsafeTemplateError,
+    compile_template,
+    is_safe_destination,
+)
 
 #: A value that is code to a shell and to arithmetic: its first line runs a
 #: command substitution as a shell line and as an arithmetic subscript.
@@ -767,3 +775,157 @@ def test_a_system_destination_is_refused_by_the_installed_cli(tmp_path: Path) ->
     )
     assert result.returncode == 2, result.stderr
     assert "a value names where a file is written" in result.stderr
+
+
+#: (template, how x.p names the place): a directory on PATH, where a later
+#: bare name finds what a value wrote (the nineteenth review's F1 wrote
+#: ``~/.cargo/bin/wc``, then ran ``wc``), and a dot-file of HOME.
+PROGRAM_DIRECTORIES = [
+    ("printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c /etc/hostname", "bin/wc"),
+    ("cd -- {{ x.p }} && printf '%s\\n' {{ x.v }} > wc", "bin"),
+    ("printf '%s\\n' {{ x.v }} > {{ x.p }}", "home/.bashrc"),
+    ("printf '%s\\n' {{ x.v }} > {{ x.p }}", "home/.local/lib/python3/site-packages/x.pth"),
+]
+
+
+@pytest.mark.parametrize(("source", "place"), PROGRAM_DIRECTORIES)
+def test_a_value_may_not_write_where_programs_are_found(
+    source: str, place: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems  # validate cannot know the value
+    with pytest.raises(UnsafeTemplateError, match="a directory on PATH or a dot-file of HOME"):
+        template.render({"x": Fields({"v": "x", "p": str(tmp_path / place)})})
+    # beside them, in a directory not on PATH or not a dot-file, it renders
+    for ordinary in ("other/wc", "home/report.txt"):
+        template.render({"x": Fields({"v": "x", "p": str(tmp_path / ordinary)})})
+
+
+def test_a_value_cannot_plant_a_program_on_path_through_the_installed_cli(tmp_path: Path) -> None:
+    """F1 end to end, with a directory of the test's own on PATH: without the
+    check the value's script lands as ``wc`` and the step's own ``wc`` runs it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = _document(
+        tmp_path, "printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c agent.yaml"
+    )
+    value = json.dumps({"v": f"touch {tmp_path}/CANARY_F1", "p": str(bin_dir / "wc")})
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", f"acme.x={value}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "a directory on PATH" in result.stderr
+    assert not list(tmp_path.glob("CANARY*")) and not list(bin_dir.iterdir())
+
+
+#: Templates in which a program or the shell opens a file a value names:
+#: /proc/self/environ holds the step's secrets (the nineteenth review's F3:
+#: ``od -c`` printed one in a form the scrubber does not know).
+PROCESS_READS = [
+    ("od -An -c {{ x.p }}", "/proc/self/environ"),
+    ("rev {{ x.p }}", "//proc/./self/environ"),
+    ("wc -c < {{ x.p }}", "/proc/self/cmdline"),
+    ('p={{ x.p }}; od -An -c "$p"', "/proc/self/environ"),
+    ("od -An -c /{{ x.p }}", "proc/self/environ"),
+    ("od -An -c {{ x.p }}", "/dev/fd/0"),
+]
+
+
+@pytest.mark.parametrize(("source", "place"), PROCESS_READS)
+def test_a_value_may_not_name_a_process_file_for_a_program_to_read(source, place) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match="a value names a file under /proc or /dev/fd"):
+        template.render({"x": Fields({"p": place})})
+    assert "notes.txt" in template.render({"x": Fields({"p": "notes.txt"})})
+    # a value is one quoted word: its * or {a,b} is text, not a pattern
+    for text in ("*", "p*", "{proc,x}", "[p]roc/$$"):
+        assert "'" in template.render({"x": Fields({"p": text})})
+    # echo and printf open nothing: the same text as data renders
+    echo, _ = compile_template("echo {{ x.p }}", shell=True, fields_by_name={"x": None})
+    assert "/proc" in echo.render({"x": Fields({"p": "/proc/self/environ"})})
+
+
+def test_a_secret_is_not_read_from_proc_by_a_value_through_the_installed_cli(
+    tmp_path: Path,
+) -> None:
+    """F3 end to end: without the check, ``od -c`` prints the secret one
+    character at a time, past the scrubber."""
+    path = _document(
+        tmp_path,
+        "od -An -c {{ x.p }}",
+        secrets={"TOKEN": "tok"},
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"p": "/proc/self/environ"}'],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "a value names a file under /proc" in result.stderr
+    assert "h   u   n   t" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TMPDIR", "{bin}", "env TMPDIR: a value chooses where programs write"),
+        ("TMP", "{bin}", "env TMP: a value chooses where programs write"),
+        ("P", "/proc/self/environ", "env P: a value names a file under /proc"),
+    ],
+)
+def test_a_templated_env_value_is_checked_when_the_step_renders(
+    name: str, value: str, message: str, tmp_path: Path
+) -> None:
+    """F4: ``TMPDIR: {{ x.dir }}`` chose the directory ``mktemp`` wrote a
+    script into (``/etc/profile.d``).  Run here with a directory on the
+    runner's PATH, so without the check the file lands in the test's own
+    directory, never in /etc (the system's directories are judged by the
+    same function: the next test)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = _document(
+        tmp_path,
+        'f="$(mktemp --suffix=.sh)"; printf "%s\\n" "echo hello" > "$f"; od -c "$P" || true',
+        env={name: "{{ x.v }}", **({} if name == "P" else {"P": "agent.yaml"})},
+    )
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", f"acme.x.v={value.format(bin=bin_dir)}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert not list(bin_dir.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("path", "safe"),
+    [
+        ("/etc/profile.d", False),
+        ("//usr/./lib", False),
+        ("out/../../etc", False),
+        ("~root/.bashrc", False),
+        ("/", False),
+        ("/tmp/work", True),
+        ("out/dir", True),
+    ],
+)
+def test_which_destinations_a_value_may_choose(path: str, safe: bool, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin")
+    monkeypatch.setenv("HOME", "/home/user")
+    assert is_safe_destination(path) is safe

@@ -140,6 +140,7 @@ def check_script(
     consumers: Collection[str] | None = None,
     exported: Collection[str] = (),
     destinations: set[str] | None = None,
+    reads: set[str] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -176,4 +177,6 @@ def check_script(
     findings = _unique(preset + check.run())
     if destinations is not None:
         destinations.update(check.value_destinations)
+    if reads is not None:
+        reads.update(check.value_reads)
     return findings

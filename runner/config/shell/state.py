@@ -120,6 +120,10 @@ class CheckState:
         #: the words, sentinels and all, in which a value names where a
         #: write lands or where ``cd`` goes (the render checks them)
         self.value_destinations: set[str] = set()
+        #: the words in which a value names what a program or the shell may
+        #: open (a non-builtin's argument, a redirect's target): the render
+        #: refuses /proc, /sys and /dev/fd there (the nineteenth review)
+        self.value_reads: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------
 

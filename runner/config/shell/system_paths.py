@@ -62,3 +62,36 @@ def destination_path(word: str) -> str:
     if word.startswith("of="):
         return word[3:]
     return word
+
+
+#: Environment variables that name where programs write their files
+#: (``mktemp``, caches, configs): a templated value in one is a destination
+#: (the nineteenth review's ``TMPDIR: /etc/profile.d``).
+DESTINATION_ENV = frozenset(
+    {"TMPDIR", "TMP", "TEMP", "TEMPDIR", "HOME", "XDG_RUNTIME_DIR"}
+    | {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_BIN_HOME"}
+)
+
+
+def names_program_directory(path: str, search_path: str, home: str) -> bool:
+    """Might ``path`` (absolute, as the render made it) land where a later
+    bare command name is looked up (a directory on ``search_path``, the
+    runner's ``PATH``: ``~/.cargo/bin/wc`` ran as ``wc``, the nineteenth
+    review) or among the dot-files of ``home`` that programs load
+    (``~/.bashrc``, ``~/.local/lib/.../site-packages``, ``~/.config``)?"""
+    if not path.startswith("/"):
+        return False
+    path = posixpath.normpath(re.sub(r"/{2,}", "/", path))
+    for directory in search_path.split(":"):
+        if directory.startswith("/") and _inside(path, posixpath.normpath(directory)):
+            return True
+    if home.startswith("/") and posixpath.normpath(home) != "/":
+        home = posixpath.normpath(home)
+        if _inside(path, home):
+            rest = path[len(home) :].lstrip("/")
+            return rest == "" or rest.startswith(".")
+    return False
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")

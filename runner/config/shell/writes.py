@@ -22,6 +22,7 @@ from typing import Any
 
 from .proc_paths import EXPANSION, UNQUOTED
 from .receivers import ReceiverCheck
+from .rules import BUILTINS
 from .system_paths import destination_path, names_system_path
 
 #: Redirect operators that write their target.
@@ -53,6 +54,7 @@ class SystemWritesCheck(ReceiverCheck):
         self.index = None
         assigned = self._assigned_texts()
         depth = _START_DEPTH
+        self._note_value_reads()
         for node in sorted(self._places(), key=lambda n: n.start_byte):
             self._note_value_destinations(node)
             if node.type == "command":
@@ -90,23 +92,50 @@ class SystemWritesCheck(ReceiverCheck):
         for word in words:
             if not self.carries(word):
                 continue
-            text = self.text(word)
-            for part in self.tree.subtree(word):
-                if part.type not in ("simple_expansion", "expansion"):
-                    continue
-                name = self.expanded_name(part) or ""
-                if name not in self.tainted:
-                    continue
-                values = self._whole_values().get(name)
-                if values is None:
-                    self.refuse(
-                        "file-flow",
-                        word,
-                        f"{self.text(word)[:40]}: a path built from part of a value",
-                    )
-                    return
-                text = text.replace(self.text(part), values)
+            text = self._value_word(word)
+            if text is None:
+                self.refuse(
+                    "file-flow", word, f"{self.text(word)[:40]}: a path built from part of a value"
+                )
+                return
             self.value_destinations.add(text)
+
+    def _note_value_reads(self) -> None:
+        """The words holding a value that a program or the shell may open:
+        a redirect's target, any argument of a program that is not a
+        builtin.  ``od -c {{ path }}`` with ``/proc/self/environ`` printed a
+        step's secret in a form the scrubber does not know (the nineteenth
+        review); only the render knows the text.  A variable that holds part
+        of a value is left out (it cannot be read back whole)."""
+        words = []
+        for node in self.tree.nodes:
+            if node.type == "file_redirect":
+                destination = node.child_by_field_name("destination")
+                if destination is not None:
+                    words.append(destination)
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is not None and resolved.name not in BUILTINS:
+                words += list(resolved.arguments)
+        for word in words:
+            if self.carries(word) and (text := self._value_word(word)) is not None:
+                self.value_reads.add(text)
+
+    def _value_word(self, word: Any) -> str | None:
+        """``word``'s text with each variable that holds a whole value put
+        back as its sentinel; None when one holds part of a value."""
+        text = self.text(word)
+        for part in self.tree.subtree(word):
+            if part.type not in ("simple_expansion", "expansion"):
+                continue
+            name = self.expanded_name(part) or ""
+            if name not in self.tainted:
+                continue
+            values = self._whole_values().get(name)
+            if values is None:
+                return None
+            text = text.replace(self.text(part), values)
+        return text
 
     def _whole_values(self) -> dict[str, str]:
         """Each variable the script assigns exactly one value, whole (``d={{ x }}``)
