@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .code_operands import jq_may_load_modules
 from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
 from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
@@ -59,6 +60,9 @@ class BesideValuesCheck(ReceiverCheck):
                 )
             else:
                 allowed = not is_executor(name) and self.launched(resolved) is None
+                if name == "jq":  # printf {{ x }} > m.jq; jq 'include "m"; f'
+                    words = [self.tree.static(w) for w in resolved.arguments]
+                    allowed = not jq_may_load_modules(words, self.tainted_paths)
             if not allowed:
                 self.refuse(
                     "file-flow",

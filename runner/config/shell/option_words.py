@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .receivers import ReceiverCheck
+from .code_operands import CodeOperandsCheck
 from .state import Command, Refused
 from .tree import BRACE, ESCAPED_TEXT
 
@@ -33,7 +33,7 @@ _BINARY_TEST_OPERATORS = frozenset(
 _UNARY_TEST_OPERATORS = TEST_OPERATORS - _BINARY_TEST_OPERATORS
 
 
-class OptionWordsCheck(ReceiverCheck):
+class OptionWordsCheck(CodeOperandsCheck):
     """printf's options and format, test's operators and operands."""
 
     def printf(self, resolved: Command) -> None:

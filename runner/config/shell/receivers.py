@@ -166,7 +166,8 @@ class ReceiverCheck(CheckState):
         later runs such a file runs the value.  A copier's file that is not
         a literal word cannot be followed: refused.  (Builtins write only
         through redirects: ``read a b`` names variables.)"""
-        for word in resolved.arguments if resolved.name not in BUILTINS else ():
+        # jq writes no file whatever its words (its -f file is read: code_operands)
+        for word in resolved.arguments if resolved.name not in BUILTINS | {"jq"} else ():
             if self.carries(word):
                 continue
             path = self.tree.static(word)

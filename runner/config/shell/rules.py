@@ -71,6 +71,12 @@ RULES: dict[str, tuple[str, str]] = {
         "an operand of test/[ with another value, or with -v/-R",
         "test one value at a time, without -v/-R: [ {{ x }} = yes ]",
     ),
+    "code-operand": (
+        "where a data program reads code: jq's filter, its -f file or -L module path, "
+        "an option word, or an operand before -- (a value --run-tests runs jq's input)",
+        "give jq the value as data: jq --arg name {{ x }} '$name', jq . <<< {{ x }}, "
+        "or after the filter and --: jq -n '$ARGS' --args -- {{ x }}",
+    ),
     "option-word": (
         "after an option word the checker cannot read before the script runs",
         "write options as literal words",

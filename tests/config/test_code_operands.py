@@ -1,0 +1,208 @@
+"""A value where a data program reads code (review 19, F2): jq's filter.
+
+jq may receive a value in the default mode, but its filter, its ``-f`` file
+and its ``-L`` module path are code, and an operand before ``--`` may be an
+option (``--run-tests`` runs jq's input as programs).  Each attack below is
+refused by the checker, and with the check switched off it runs in real
+bash and prints a step secret shifted by one character, past the scrubber;
+the safe patterns (``--arg``, stdin, operands after ``--``) validate and
+print the value as data.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import RUNNER_CLI
+
+from runner.config.shell import checker as shell_check
+from runner.config.shell.checker import check_script
+from runner.config.templates import _SHELL, Fields, Template, compile_template
+
+#: jq code that prints $TOKEN with every character shifted by one.
+SHIFT = "$ENV.TOKEN | explode | map(. + 1) | implode"
+SECRET = "hunter2secret"
+SHIFTED = "ivoufs3tfdsfu"
+#: A --run-tests file: the program, its input, an expected output jq compares
+#: with what it got (and prints both).
+TESTS = f'{SHIFT}\nnull\n"x"\n'
+
+
+def _values(tmp_path: Path) -> dict:
+    (tmp_path / "evil.jq").write_text(SHIFT + "\n")
+    (tmp_path / "lib").mkdir(exist_ok=True)
+    (tmp_path / "lib" / "util.jq").write_text(f"def f: {SHIFT};\n")
+    return {
+        "x": Fields(
+            {
+                "v": SHIFT,
+                "path": str(tmp_path / "evil.jq"),
+                "lib": str(tmp_path / "lib"),
+                "opt": "--run-tests",
+                "tests": TESTS,
+                "module": f"def f: {SHIFT};",
+            }
+        )
+    }
+
+
+#: (template, rule, detail): refused; each runs SHIFT without the check.
+ATTACKS = [
+    ("jq -n {{ x.v }}", "code-operand", "jq's filter"),
+    ("jq -r {{ x.v }} - <<< 1", "code-operand", "jq's filter"),
+    ("jq -n -f {{ x.path }}", "code-operand", "jq reads code from this file or path"),
+    ("jq -nf {{ x.path }}", "code-operand", "jq reads code from this file or path"),
+    ("jq --from-file {{ x.path }} -n", "code-operand", "jq reads code from this file or path"),
+    (
+        "jq -f /dev/stdin -n <<< {{ x.v }}",
+        "code-operand",
+        "jq -f /dev/stdin reads its program from stdin",
+    ),
+    (
+        "printf '%s\\n' {{ x.v }} > p.jq; jq -n -f p.jq",
+        "code-operand",
+        "jq -f p.jq: a file a value was written to",
+    ),
+    (
+        "jq -f <(printf '%s\\n' {{ x.v }}) -n",
+        "code-operand",
+        "jq reads code from this file or path",
+    ),
+    (
+        "jq -L {{ x.lib }} -n 'include \"util\"; f'",
+        "code-operand",
+        "jq reads code from this file or path",
+    ),
+    (
+        "jq -n '$ARGS' --args {{ x.opt }} <<< {{ x.tests }}",
+        "code-operand",
+        "a jq operand before --",
+    ),
+    ("jq --run-tests <<< {{ x.tests }}", "code-operand", "jq --run-tests runs what it reads"),
+    # jq loads modules it is not given: one its filter includes, and ~/.jq
+    (
+        "printf '%s\\n' {{ x.module }} > util.jq; jq -L . -n 'include \"util\"; f'",
+        "file-flow",
+        "jq: this script writes a value to a file jq may read",
+    ),
+    (
+        "cd ~; printf '%s\\n' {{ x.module }} > .jq; jq -n 'f'",
+        "file-flow",
+        "jq: this script writes a value to a file jq may read",
+    ),
+]
+
+#: Refused as well: spellings jq 1.7 and later read so (src/main.c: a program
+#: after ``--``, ``-L`` among combined short options); the 1.6 the tests run
+#: stops at them with a usage error.
+NEWER_SPELLINGS = [
+    ("jq -nr -- {{ x.v }}", "code-operand", "jq's filter"),
+    (
+        "jq -nrL {{ x.lib }} 'include \"util\"; f'",
+        "code-operand",
+        "jq reads code from this file or path",
+    ),
+]
+
+#: The documented safe patterns: accepted, and they print the value as data.
+SAFE = [
+    "jq -n --arg v {{ x.v }} '$v'",
+    "jq -rn --arg v {{ x.v }} '{v: $v}' | wc -c",
+    "jq -R . <<< {{ x.v }}",
+    "printf '%s\\n' {{ x.v }} | jq -R .",
+    "jq -n '$ARGS.positional' --args -- {{ x.v }} {{ x.opt }}",
+    "jq -n '$t' --rawfile t {{ x.path }}",
+    "jq -n -f prog.jq --arg v {{ x.v }}",
+    "printf '%s\\n' {{ x.v }} > v.txt; jq -R . v.txt",
+]
+
+
+def _run(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "TOKEN": SECRET, "HOME": str(tmp_path)}
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=20,
+    )
+
+
+def test_jq_is_on_the_test_machine() -> None:
+    """The exploits below run the real jq; without it they would prove nothing."""
+    assert shutil.which("jq"), "jq is needed to run these tests"
+
+
+@pytest.mark.parametrize(("source", "rule", "detail"), ATTACKS + NEWER_SPELLINGS)
+def test_a_value_where_jq_reads_code_is_refused(source, rule, detail) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any(f"({detail}) [{rule}]" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(("source", "rule", "detail"), ATTACKS)
+def test_each_jq_attack_is_a_real_exploit_without_the_check(
+    tmp_path, monkeypatch, source, rule, detail
+) -> None:
+    monkeypatch.setattr(shell_check, "check_script", lambda *args, **kwargs: [])
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset())
+    result = _run(tmp_path, template.render(_values(tmp_path)))
+    assert SHIFTED in result.stdout + result.stderr, (source, result)
+
+
+@pytest.mark.parametrize("source", SAFE)
+def test_the_safe_jq_patterns_validate_and_keep_the_value_data(tmp_path, source) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [] and template is not None, problems
+    (tmp_path / "prog.jq").write_text("$v\n")
+    result = _run(tmp_path, template.render(_values(tmp_path)))
+    assert result.returncode == 0, result
+    assert SHIFTED not in result.stdout and "ivoufs" not in result.stdout, result
+
+
+@pytest.mark.parametrize(
+    ("source", "detail"),
+    [
+        ("jq --arg n $X -n '$n' <<< {0}", "jq $X"),  # unquoted: may be no word or two
+        ('jq "$F" . <<< {0}', 'jq "$F"'),  # may be -f, or --run-tests
+    ],
+)
+def test_a_jq_word_not_fixed_before_the_script_runs_is_refused(source, detail) -> None:
+    (finding,) = check_script(source.format("'RVtx0'"), ["'RVtx0'"])
+    assert (finding.rule, finding.detail) == ("option-word", detail)
+
+
+def test_strict_mode_leaves_jq_to_its_author() -> None:
+    """A consumer is trusted with its values (docs/shell-rules.md, out of scope)."""
+    assert check_script("jq -n 'RVtx0'", ["'RVtx0'"], consumers=["jq"]) == []
+
+
+def test_review_19s_case_from_the_installed_cli(tmp_path: Path) -> None:
+    """F2 as the review ran it: runner validate refuses it, naming the rule."""
+    document = {
+        "version": 1,
+        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
+        "secrets": {"tok": {"from_env": "MYTOK"}},
+        "agent": {
+            "model": "m",
+            "environment": {
+                "sandbox": "local",
+                "hooks": [
+                    {
+                        "name": "h",
+                        "on_create": [{"run": "jq -n {{ x.v }}", "secrets": {"TOKEN": "tok"}}],
+                    }
+                ],
+            },
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(json.dumps(document))
+    result = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "[code-operand]" in result.stderr, result.stderr
+    assert "jq's filter" in result.stderr
