@@ -11,12 +11,12 @@ print the value as data.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from agent_files import one_step_agent
 from conftest import RUNNER_CLI
 
 from runner.config.shell import checker as shell_check
@@ -184,25 +184,12 @@ def test_strict_mode_leaves_jq_to_its_author() -> None:
 
 def test_review_19s_case_from_the_installed_cli(tmp_path: Path) -> None:
     """F2 as the review ran it: runner validate refuses it, naming the rule."""
-    document = {
-        "version": 1,
-        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
-        "secrets": {"tok": {"from_env": "MYTOK"}},
-        "agent": {
-            "model": "m",
-            "environment": {
-                "sandbox": "local",
-                "hooks": [
-                    {
-                        "name": "h",
-                        "on_create": [{"run": "jq -n {{ x.v }}", "secrets": {"TOKEN": "tok"}}],
-                    }
-                ],
-            },
-        },
-    }
-    path = tmp_path / "agent.yaml"
-    path.write_text(json.dumps(document))
+    path = one_step_agent(
+        tmp_path,
+        "jq -n {{ x.v }}",
+        secrets={"TOKEN": "tok"},
+        top={"secrets": {"tok": {"from_env": "MYTOK"}}},
+    )
     result = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
     assert result.returncode != 0 and "[code-operand]" in result.stderr, result.stderr
     assert "jq's filter" in result.stderr

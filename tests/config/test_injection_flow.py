@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from agent_files import one_step_agent
 from conftest import RUNNER_CLI
 
 from runner.config.shell import checker as shell_check
@@ -616,25 +617,6 @@ def test_files_that_hold_values_beside_programs_that_run_none(source, consumers)
     assert problems == [], problems
 
 
-def _document(tmp_path: Path, run: str, **extra) -> Path:
-    document = {
-        "version": 1,
-        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
-        **extra.pop("top", {}),
-        "agent": {
-            "model": "m",
-            "environment": {
-                "sandbox": "local",
-                **extra.pop("environment", {}),
-                "hooks": [{"name": "h", "on_create": [{"run": run, **extra}]}],
-            },
-        },
-    }
-    path = tmp_path / "agent.yaml"
-    path.write_text(json.dumps(document))
-    return path
-
-
 def _validate(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
 
@@ -643,21 +625,21 @@ def test_a_templated_cwd_taints_pwd_for_the_command(tmp_path: Path) -> None:
     """The fourth review's E: a step whose ``cwd:`` is templated runs in a
     directory a value named, so ``$PWD`` holds the value: its ``run`` holds
     a value even with no ``{{ }}``, and a shell in it is refused."""
-    refused = _validate(_document(tmp_path, 'sh -c "ls $PWD"', cwd="{{ x.v }}"))
+    refused = _validate(one_step_agent(tmp_path, 'sh -c "ls $PWD"', cwd="{{ x.v }}"))
     assert refused.returncode != 0 and "[executor]" in refused.stderr, refused.stderr
     assert "sh runs with a value in its environment ($OLDPWD, $PWD)" in refused.stderr
-    assert _validate(_document(tmp_path, "ls", cwd="{{ x.v }}")).returncode == 0
+    assert _validate(one_step_agent(tmp_path, "ls", cwd="{{ x.v }}")).returncode == 0
 
 
 def test_consumers_from_the_installed_cli(tmp_path: Path) -> None:
     """runner validate (the installed wheel): git needs consumers:, a shell can never be one."""
     run = "git clone -- {{ x.url }} repo"
-    refused = _validate(_document(tmp_path, run))
+    refused = _validate(one_step_agent(tmp_path, run))
     assert refused.returncode != 0 and "[executor]" in refused.stderr, refused.stderr
     assert "consumers:" in refused.stderr
-    assert _validate(_document(tmp_path, run, consumers=["git"])).returncode == 0
-    assert _validate(_document(tmp_path, run, top={"consumers": ["git"]})).returncode == 0
-    shell = _validate(_document(tmp_path, "echo {{ x.v }}", consumers=["bash"]))
+    assert _validate(one_step_agent(tmp_path, run, consumers=["git"])).returncode == 0
+    assert _validate(one_step_agent(tmp_path, run, top={"consumers": ["git"]})).returncode == 0
+    shell = _validate(one_step_agent(tmp_path, "echo {{ x.v }}", consumers=["bash"]))
     assert shell.returncode != 0 and "can never be a consumer" in shell.stderr, shell.stderr
 
 
@@ -666,11 +648,11 @@ def test_consumers_from_the_installed_cli(tmp_path: Path) -> None:
 
 def test_a_shell_the_checker_does_not_model_refuses_placeholders(tmp_path: Path) -> None:
     """shell: python3 reads the text as Python: a quoted word is no protection."""
-    path = _document(tmp_path, "print({{ x.v }})", environment={"shell": "python3"})
+    path = one_step_agent(tmp_path, "print({{ x.v }})", environment={"shell": "python3"})
     result = _validate(path)
     assert result.returncode != 0 and "[shell-dialect]" in result.stderr, result.stderr
     # env values still may: the program reads its environment as data
-    ok = _document(
+    ok = one_step_agent(
         tmp_path,
         "import os; print(os.environ['V'])",
         env={"V": "{{ x.v }}"},
@@ -766,7 +748,7 @@ def test_a_value_may_not_choose_a_system_destination(source, path, consumers) ->
 def test_a_system_destination_is_refused_by_the_installed_cli(tmp_path: Path) -> None:
     """Through ``runner run``: refused before the step runs (exit 2).  The
     path is under /proc/sys, where nothing is written even without the check."""
-    path = _document(tmp_path, "printf '%s' x > {{ x.p }}")
+    path = one_step_agent(tmp_path, "printf '%s' x > {{ x.p }}")
     result = subprocess.run(
         [*RUNNER_CLI, "run", str(path), "--input", "acme.x.p=/proc/sys/kernel/canary_x"],
         capture_output=True,
@@ -810,7 +792,7 @@ def test_a_value_cannot_plant_a_program_on_path_through_the_installed_cli(tmp_pa
     check the value's script lands as ``wc`` and the step's own ``wc`` runs it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    path = _document(
+    path = one_step_agent(
         tmp_path, "printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c agent.yaml"
     )
     value = json.dumps({"v": f"touch {tmp_path}/CANARY_F1", "p": str(bin_dir / "wc")})
@@ -860,7 +842,7 @@ def test_a_secret_is_not_read_from_proc_by_a_value_through_the_installed_cli(
 ) -> None:
     """F3 end to end: without the check, ``od -c`` prints the secret one
     character at a time, past the scrubber."""
-    path = _document(
+    path = one_step_agent(
         tmp_path,
         "od -An -c {{ x.p }}",
         secrets={"TOKEN": "tok"},
@@ -896,7 +878,7 @@ def test_a_templated_env_value_is_checked_when_the_step_renders(
     same function: the next test)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    path = _document(
+    path = one_step_agent(
         tmp_path,
         'f="$(mktemp --suffix=.sh)"; printf "%s\\n" "echo hello" > "$f"; od -c "$P" || true',
         env={name: "{{ x.v }}", **({} if name == "P" else {"P": "agent.yaml"})},
