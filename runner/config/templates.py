@@ -138,11 +138,20 @@ class Template:
             )
         destinations: set[str] = set()
         reads: set[str] = set()
+        read_sources: set[str] = set()
         _refuse_unsafe(
-            text, sentinels, self.tainted, shell, self.consumers, self.exported, destinations, reads
+            text,
+            sentinels,
+            self.tainted,
+            shell,
+            self.consumers,
+            self.exported,
+            destinations,
+            reads,
+            read_sources,
         )
         _refuse_system_destinations(values, destinations)
-        _refuse_process_reads(values, reads)
+        _refuse_process_reads(values, reads, read_sources)
         return values.substitute(text)
 
 
@@ -176,30 +185,54 @@ def is_safe_destination(path: str) -> bool:
     from .shell.system_paths import names_program_directory, names_system_path
 
     parts = path.split("/")
+    search_path = ":".join([os.environ.get("PATH", ""), *_python_directories()])
     return not (
         names_system_path(path)
         or ".." in parts
         or (path.startswith("~") and len(parts) > 1)
         or names_program_directory(
-            path, os.environ.get("PATH", ""), os.environ.get("HOME", os.path.expanduser("~"))
+            path, search_path, os.environ.get("HOME", os.path.expanduser("~"))
         )
     )
 
 
-def _refuse_process_reads(values: Any, reads: set[str]) -> None:
+def _python_directories() -> list[str]:
+    """Where the runner's own Python loads code from at its next start: its
+    prefix (a venv: ``lib/.../site-packages/x.pth`` runs in every later
+    ``runner``, the twentieth review's V1) and its site-packages."""
+    import site
+    import sys
+
+    found = {sys.prefix, sys.exec_prefix, *site.getsitepackages()}
+    return sorted(d for d in found if d.startswith("/") and d.strip("/"))
+
+
+def _refuse_process_reads(values: Any, reads: set[str], sources: Collection[str] = ()) -> None:
     """A word holding a value that a program or the shell opens may not name
     /proc or /dev/fd: ``od -c {{ path }}`` with ``/proc/self/environ``
     printed a step's secret in a form the scrubber does not know (the
-    nineteenth review).  The message never shows a value."""
+    nineteenth review).  ``sources`` are texts ``read`` cuts such a word
+    from: no piece of one may spell those names, so none may hold ``proc``,
+    ``fd`` or ``stdin`` (backslashes out, any case).  The message never
+    shows a value."""
     from .shell.proc_paths import names_process_path
 
-    for word in sorted(reads):
-        if names_process_path(values.literal(word)):
-            raise UnsafeTemplateError(
-                "run command refused before it ran: a value names a file under /proc or "
-                "/dev/fd (a process's environment, command line or descriptors) for a "
-                "program to read"
-            )
+    refused = any(names_process_path(values.literal(word)) for word in reads) or any(
+        may_spell_a_process_path(values.unquoted(text)) for text in sources
+    )
+    if refused:
+        raise UnsafeTemplateError(
+            "run command refused before it ran: a value names a file under /proc or "
+            "/dev/fd (a process's environment, command line or descriptors) for a "
+            "program to read"
+        )
+
+
+def may_spell_a_process_path(text: str) -> bool:
+    """Could a piece that ``read`` cuts from ``text`` (a field, a line, its
+    backslashes removed) name a path under /proc or /dev/fd?"""
+    flat = text.replace("\\\n", "").replace("\\", "").lower()
+    return any(name in flat for name in ("proc", "fd", "stdin"))
 
 
 def refuse_unsafe_env_values(env: Mapping[str, str], templated: Collection[str]) -> None:
@@ -236,6 +269,7 @@ def _refuse_unsafe(
     exported: Collection[str] = (),
     destinations: set[str] | None = None,
     reads: set[str] | None = None,
+    read_sources: set[str] | None = None,
 ) -> None:
     from .shell.checker import check_script
 
@@ -248,6 +282,7 @@ def _refuse_unsafe(
         exported=exported,
         destinations=destinations,
         reads=reads,
+        read_sources=read_sources,
     )
     if findings:
         where = "; ".join(

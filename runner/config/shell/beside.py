@@ -62,7 +62,12 @@ class BesideValuesCheck(ReceiverCheck):
                 allowed = not is_executor(name) and self.launched(resolved) is None
                 if name == "jq":  # printf {{ x }} > m.jq; jq 'include "m"; f'
                     words = [self.tree.static(w) for w in resolved.arguments]
-                    allowed = not jq_may_load_modules(words, self.tainted_paths)
+                    # > {{ path }}: the value may name ~/.jq, which jq loads into
+                    # every program (the twentieth review's G2)
+                    value_named = any(
+                        ("'" + path + "'").encode() in self.by_text for path in self.tainted_paths
+                    )
+                    allowed = not value_named and not jq_may_load_modules(words, self.tainted_paths)
             if not allowed:
                 self.refuse(
                     "file-flow",

@@ -141,6 +141,7 @@ def check_script(
     exported: Collection[str] = (),
     destinations: set[str] | None = None,
     reads: set[str] | None = None,
+    read_sources: set[str] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -153,7 +154,9 @@ def check_script(
     value the script assigns to one is exported too.  ``destinations``, when
     given, receives the words (sentinels and all) in which a value names
     where a write lands or where ``cd`` goes: the caller checks them with
-    the values in (``system_paths``).
+    the values in (``system_paths``).  ``reads``, likewise, the words in
+    which a value names a file a program or the shell opens, and
+    ``read_sources`` the texts ``read`` cuts such a word from (``held_text``).
     """
     if not sentinels and not tainted:
         return []
@@ -179,4 +182,6 @@ def check_script(
         destinations.update(check.value_destinations)
     if reads is not None:
         reads.update(check.value_reads)
+    if read_sources is not None:
+        read_sources.update(check.value_read_sources)
     return findings

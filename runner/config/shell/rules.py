@@ -172,6 +172,14 @@ RULES: dict[str, tuple[str, str]] = {
         "none runs in a script that writes a value to a file (in strict mode, only "
         "consumers and echo, printf, cat and test do)",
     ),
+    "computed-path": (
+        "a file name a program or the shell may open, computed at run time from a value "
+        "($( ), a pipe or a file into read, mapfile, printf -v, p+=, $_)",
+        "name the file with {{ x }} itself, or with a variable assigned words of literal "
+        "text and values (p=out/{{ x }}), a for loop over such words, or read from a "
+        "here-string of them (read -r f <<< {{ x }}); text a program computed from a value "
+        "may reach builtins (echo, printf, test) only",
+    ),
     "shell-dialect": (
         "in a step whose shell the checker does not model, or in a construct that shell lacks",
         "use shell: bash (or sh without bash-only syntax), or pass the value through "

@@ -124,6 +124,12 @@ class CheckState:
         #: open (a non-builtin's argument, a redirect's target): the render
         #: refuses /proc, /sys and /dev/fd there (the nineteenth review)
         self.value_reads: set[str] = set()
+        #: the texts (sentinels and all) a variable that a program may open
+        #: is cut from by ``read``: the render refuses one that could spell
+        #: /proc or /dev/fd in a piece (``held_text``)
+        self.value_read_sources: set[str] = set()
+        #: name -> every (node, kind) that assigns it (``taint``)
+        self.definitions: dict[str, list[tuple[Any, str]]] = {}
 
     # -- helpers ---------------------------------------------------------------
 

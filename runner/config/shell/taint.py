@@ -122,6 +122,9 @@ class TaintCheck(CheckState):
                 self.mark_mentions()
         self.guard_names(defs)
         self.defined = {name for name, _, _ in defs}
+        self.definitions = {}
+        for name, node, kind in defs:
+            self.definitions.setdefault(name, []).append((node, kind))
         for name, node, kind in defs:
             if name in INTEGER_ASSIGNED and not self.is_numeric_def(node, kind):
                 self.refuse(

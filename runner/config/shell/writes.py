@@ -20,10 +20,11 @@ import itertools
 import posixpath
 from typing import Any
 
+from .held_text import HeldTextCheck
 from .proc_paths import EXPANSION, UNQUOTED
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
-from .system_paths import destination_path, names_system_path
+from .system_paths import DESTINATION_ENV, destination_path, names_system_path
 
 #: Redirect operators that write their target.
 _WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
@@ -45,10 +46,8 @@ _LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"}
 _START_DEPTH = 1
 
 
-class SystemWritesCheck(ReceiverCheck):
+class SystemWritesCheck(ReceiverCheck, HeldTextCheck):
     """Writes and ``cd`` in a script that holds a value, judged against ``/``."""
-
-    _whole: dict[str, str] | None = None
 
     def system_files_written(self) -> None:
         self.index = None
@@ -83,8 +82,8 @@ class SystemWritesCheck(ReceiverCheck):
         ``cd`` goes (``> /{{ path }}``, ``cd -- {{ d }}``): only the render
         knows their text, so it checks the whole word, value and all
         (``templates``), against the same system directories.  A variable
-        that holds a value stands for it when the script assigns it exactly
-        one value; otherwise the word is refused here."""
+        that holds a value stands for each text it may hold (``held_text``);
+        one whose text is computed at run time is refused here."""
         words = [node]
         if node.type == "command":
             resolved = self.resolve_quietly(node)
@@ -92,21 +91,21 @@ class SystemWritesCheck(ReceiverCheck):
         for word in words:
             if not self.carries(word):
                 continue
-            text = self._value_word(word)
-            if text is None:
-                self.refuse(
-                    "file-flow", word, f"{self.text(word)[:40]}: a path built from part of a value"
-                )
+            texts = self.word_texts(word)
+            if texts is None:
+                self.refuse("computed-path", word, self.text(word)[:40])
                 return
-            self.value_destinations.add(text)
+            self.value_destinations.update(texts)
 
     def _note_value_reads(self) -> None:
         """The words holding a value that a program or the shell may open:
         a redirect's target, any argument of a program that is not a
         builtin.  ``od -c {{ path }}`` with ``/proc/self/environ`` printed a
         step's secret in a form the scrubber does not know (the nineteenth
-        review); only the render knows the text.  A variable that holds part
-        of a value is left out (it cannot be read back whole)."""
+        review); only the render knows the text.  Through a variable, each
+        text it may hold is checked, or the text ``read`` cut it from; a
+        variable whose text is computed at run time (``$( )``, a pipe into
+        ``read``) may not be such a word at all."""
         words = []
         for node in self.tree.nodes:
             if node.type == "file_redirect":
@@ -118,51 +117,31 @@ class SystemWritesCheck(ReceiverCheck):
             if resolved is not None and resolved.name not in BUILTINS:
                 words += list(resolved.arguments)
         for word in words:
-            if self.carries(word) and (text := self._value_word(word)) is not None:
-                self.value_reads.add(text)
-
-    def _value_word(self, word: Any) -> str | None:
-        """``word``'s text with each variable that holds a whole value put
-        back as its sentinel; None when one holds part of a value."""
-        text = self.text(word)
-        for part in self.tree.subtree(word):
-            if part.type not in ("simple_expansion", "expansion"):
+            if not self.carries(word) or word.type == "process_substitution":
+                continue  # <(cmd {{ x }}): bash names the pipe; what reads it is judged
+            name = self.sole_variable(word)
+            held = self.held(name) if name is not None else None
+            if held is not None and held.kind == "part":
+                self.value_read_sources.update(held.texts)
                 continue
-            name = self.expanded_name(part) or ""
-            if name not in self.tainted:
+            texts = self.word_texts(word)
+            if texts is None:
+                self.refuse("computed-path", word, self.text(word)[:40])
                 continue
-            values = self._whole_values().get(name)
-            if values is None:
-                return None
-            text = text.replace(self.text(part), values)
-        return text
-
-    def _whole_values(self) -> dict[str, str]:
-        """Each variable the script assigns exactly one value, whole (``d={{ x }}``)
-        and nothing else: its sentinel.  Computed once per script."""
-        if self._whole is not None:
-            return self._whole
-        found: dict[str, list[str]] = {}
-        for node in self.tree.nodes:
-            if node.type == "variable_assignment":
-                name, value = self.assigned_name(node), node.child_by_field_name("value")
-                if name:
-                    text = self.text(value) if value is not None else ""
-                    whole = (
-                        value is not None
-                        and value.type == "raw_string"
-                        and (self.sentinel_index(value) is not None)
-                    )
-                    found.setdefault(name, []).append(text if whole else "")
-        self._whole = {n: texts[0] for n, texts in found.items() if len(texts) == 1 and texts[0]}
-        return self._whole
+            self.value_reads.update(texts)
 
     def _places(self) -> list[Any]:
-        """The ``cd``/``pushd``/``popd`` commands and the words that name a
-        file a command writes."""
+        """The ``cd``/``pushd``/``popd`` commands, the words that name a
+        file a command writes, and what is assigned to a variable that names
+        where programs write (``TMPDIR``, ``XDG_*_HOME``: ``DESTINATION_ENV``)."""
         places: list[Any] = []
         for node in self.tree.nodes:
-            if node.type == "file_redirect":
+            if node.type == "variable_assignment" and self.assigned_name(node) in DESTINATION_ENV:
+                # TMPDIR={{ d }} mktemp: where programs write (the twentieth review's G4)
+                value = node.child_by_field_name("value")
+                if value is not None:
+                    places.append(value)
+            elif node.type == "file_redirect":
                 operator = next((self.text(c) for c in node.children if not c.is_named), "")
                 destination = node.child_by_field_name("destination")
                 if operator in _WRITING and destination is not None:
@@ -258,7 +237,14 @@ class SystemWritesCheck(ReceiverCheck):
         ``of=``, every operand of ``tee`` and ``touch``, ``uniq``'s output,
         ``mktemp``'s template and ``-p`` directory."""
         words = list(resolved.arguments)
-        statics = [self.tree.static(word) for word in words]
+        # a word known only at run time ("$d/x") counts by its spelling: it
+        # was an option only if it is spelled as one (cp a "$d/x" writes $d)
+        statics = [
+            text
+            if (text := self.tree.static(word)) is not None
+            else UNQUOTED.sub("", self.text(word))
+            for word in words
+        ]
         if resolved.name == "dd":
             return [w for w, t in zip(words, statics, strict=True) if t and t.startswith("of=")]
         operands = [

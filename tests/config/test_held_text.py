@@ -1,0 +1,191 @@
+"""A value that reaches a file name through a variable is checked with the
+value in (runner/config/shell/held_text.py).
+
+The twentieth review's G1: ``read -r p <<< {{ x }}; od -An -c "$p"`` with
+``/proc/self/environ`` printed a step's secret one character at a time,
+past the scrubber; so did ``q="$p"``, ``p={{ x }}/environ``, ``for``,
+``mapfile`` and ``printf -v``.  Each variable now stands for the texts it
+may hold, or, when a program computed them, may not name a file at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from agent_files import one_step_agent
+from conftest import RUNNER_CLI
+
+from runner.config.templates import Fields, UnsafeTemplateError, compile_template
+
+_PROC = "a value names a file under /proc or /dev/fd"
+
+#: (template, a value that names a process file through a variable)
+THROUGH_VARIABLES = [
+    ('read -r p <<< {{ x.p }}; od -An -c "$p"', "/proc/self/environ"),
+    ('read -r a p <<< {{ x.p }}; od -An -c "$p"', "notes /proc/self/environ"),
+    ('while read -r p; do od -An -c "$p"; done <<< {{ x.p }}', "x\n/proc/self/environ"),
+    ('read p <<< {{ x.p }}; od -An -c "$p"', "/pr\\oc/self/environ"),
+    ('p={{ x.p }}; q="$p"; od -An -c "$q"', "/proc/self/environ"),
+    ('p={{ x.p }}/environ; od -An -c "$p"', "/proc/self"),
+    ('p={{ x.p }}; od -An -c "/pr$p"', "oc/self/environ"),
+    ('for p in notes.txt {{ x.p }}; do od -An -c "$p"; done', "/proc/self/environ"),
+    ('d=/; p={{ x.p }}; od -An -c "$d$p"', "proc/self/environ"),
+    ('p={{ x.p }}; wc -c < "$p"', "/dev/fd/0"),
+    ('p={{ x.p }}; q="$p"; for f in "$q"; do rev "$f"; done', "/proc/1/environ"),
+]
+
+
+@pytest.mark.parametrize(("source", "place"), THROUGH_VARIABLES)
+def test_a_value_through_a_variable_may_not_name_a_process_file(source, place) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match=_PROC):
+        template.render({"x": Fields({"p": place})})
+    assert "notes.txt" in template.render({"x": Fields({"p": "notes.txt"})})
+
+
+#: Variables whose text a program or bash computes from a value while the
+#: script runs: the render cannot know it, so none may name a file.
+COMPUTED = [
+    'p=$(printf %s {{ x.p }} | rev); od -An -c "$p"',
+    'printf -v p "/pr%s" {{ x.p }}; od -An -c "$p"',
+    'mapfile -t a <<< {{ x.p }}; od -An -c "${a[0]}"',
+    'printf "%s\\n" {{ x.p }} | while read -r p; do od -An -c "$p"; done',
+    'printf "%s" {{ x.p }} > f; read -r p < f; od -An -c "$p"',
+    'p={{ x.p }}; p="$p/x"; od -An -c "$p"',
+    'echo {{ x.p }}; od -An -c "$_"',
+    'p={{ x.p }}; p+=/environ; od -An -c "$p"',
+    'p={{ x.p }}; cp notes.txt "$p"; p=$(cat notes.txt); tee "$p" < notes.txt',
+]
+
+
+@pytest.mark.parametrize("source", COMPUTED)
+def test_a_file_name_computed_from_a_value_is_refused_by_validate(source) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[computed-path]" in p.message for p in problems), problems
+
+
+#: What the same shapes still do with a value: builtins get any text.
+ACCEPTED = [
+    'read -r p <<< {{ x.p }}; printf "%s\\n" "$p"',
+    'p=$(printf %s {{ x.p }} | rev); echo "$p"',
+    'for f in {{ x.p }}; do wc -c -- "$f"; done',
+    'p=out/{{ x.p }}; mkdir -p out; touch -- "$p"',
+]
+
+
+@pytest.mark.parametrize("source", ACCEPTED)
+def test_builtins_and_checked_variables_still_take_values(source, tmp_path: Path) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    script = template.render({"x": Fields({"p": "notes.txt"})})
+    (tmp_path / "notes.txt").write_text("hello\n")
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+#: Destinations through a variable: the render checks each text too (until
+#: the twentieth review, any variable holding part of a value was refused).
+DESTINATIONS = [
+    ('p=/{{ x.p }}; cp notes.txt "$p"', "etc/ld.so.preload"),
+    ('for p in out.txt {{ x.p }}; do cp notes.txt "$p"; done', "/etc/ld.so.preload"),
+    ('p={{ x.p }}; q="$p"; cp notes.txt "$q"', "/etc/ld.so.preload"),
+]
+
+
+@pytest.mark.parametrize(("source", "place"), DESTINATIONS)
+def test_a_destination_through_a_variable_is_checked(source, place) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match="under the system's directories"):
+        template.render({"x": Fields({"p": place})})
+
+
+def test_a_static_destination_spelled_with_a_variable_is_refused() -> None:
+    """cp's operand "$d/ld.so.preload" was read as an option (it is not
+    fixed before the script runs), so no destination was checked."""
+    for source in (
+        'echo hi > f; d=/etc; cp f "$d/ld.so.preload"; echo {{ x.p }}',
+        'echo hi > f; d=/etc; dd if=f "of=$d/ld.so.preload"; echo {{ x.p }}',
+        'echo hi > f; d=/etc; cp -t "$d" f; echo {{ x.p }}',
+    ):
+        _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+        assert any("/etc" in p.message for p in problems), (source, problems)
+
+
+def test_a_secret_is_not_read_through_a_variable_by_the_installed_cli(tmp_path: Path) -> None:
+    """G1 end to end: without the check, ``od -c`` prints the secret one
+    character at a time, past the scrubber."""
+    path = one_step_agent(
+        tmp_path,
+        'read -r p <<< {{ x.p }}; od -An -c "$p"',
+        secrets={"TOKEN": "tok"},
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
+    assert subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True).returncode == 0
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"p": "/proc/self/environ"}'],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert _PROC in result.stderr
+    assert "h   u   n   t" not in result.stdout + result.stderr
+
+
+# -- the twentieth review's other classes beside G1 ----------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "TMPDIR={{ x.p }} mktemp",
+        "TMPDIR={{ x.p }}; export TMPDIR; mktemp",
+        "TEMP={{ x.p }} mktemp",
+    ],
+)
+def test_a_value_assigned_to_a_place_programs_write_is_a_destination(source) -> None:
+    """G4: ``TMPDIR={{ d }} mktemp`` with ``/etc/profile.d`` made a file
+    there (only a step's ``env:`` TMPDIR was checked)."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match="under the system's directories"):
+        template.render({"x": Fields({"p": "/etc/profile.d"})})
+    assert "work" in template.render({"x": Fields({"p": "/tmp/work"})})
+
+
+def test_a_static_place_programs_write_is_checked_in_a_script_with_values() -> None:
+    _, problems = compile_template(
+        "TMPDIR=/etc/profile.d mktemp; echo {{ x.p }}", shell=True, fields_by_name={"x": None}
+    )
+    assert any("/etc/profile.d" in p.message for p in problems), problems
+
+
+def test_jq_does_not_run_beside_a_file_a_value_names() -> None:
+    """G2: ``printf {{ body }} > {{ path }}`` with ``~/.jq`` (the sandbox's
+    HOME, not the runner's) loaded the value into jq as code."""
+    source = "printf '%s\\n' {{ x.b }} > {{ x.p }}; jq -r .name f.json"
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("jq: this script writes a value to a file" in p.message for p in problems)
+    fixed = "printf '%s\\n' {{ x.b }} > out.txt; jq -r .name f.json"
+    assert compile_template(fixed, shell=True, fields_by_name={"x": None})[1] == []
+
+
+def test_a_value_may_not_write_where_the_runners_python_loads_code() -> None:
+    """V1: ``x.pth`` in the runner's own site-packages runs in every later
+    ``runner`` command."""
+    import site
+    import sys
+
+    from runner.config.templates import is_safe_destination
+
+    for directory in (sys.prefix, *site.getsitepackages()):
+        assert not is_safe_destination(directory + "/zz.pth"), directory
+    assert is_safe_destination("/tmp/work/zz.pth")
