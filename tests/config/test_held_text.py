@@ -10,6 +10,7 @@ may hold, or, when a program computed them, may not name a file at all.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -189,3 +190,58 @@ def test_a_value_may_not_write_where_the_runners_python_loads_code() -> None:
     for directory in (sys.prefix, *site.getsitepackages()):
         assert not is_safe_destination(directory + "/zz.pth"), directory
     assert is_safe_destination("/tmp/work/zz.pth")
+
+
+#: G3: the value plants a program on the step's own PATH (its env: PATH, a
+#: relative entry, a link the script made), which the render cannot see.
+PLANTING = [
+    "mkdir -p bin; printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c agent.yaml",
+    'ln -s "$HOME" lnk; cp -- /bin/true {{ x.p }}; wc -c agent.yaml',
+    "cd -- {{ x.p }}; cp /bin/true wc; printf '%s\\n' {{ x.v }} > wc; cd -; wc -c agent.yaml",
+    "for f in a b; do wc -c agent.yaml; printf '%s\\n' {{ x.v }} | tee {{ x.p }}; done",
+    "printf '%s\\n' {{ x.v }} > {{ x.p }}; env wc -c agent.yaml",
+]
+
+
+@pytest.mark.parametrize("source", PLANTING)
+def test_no_bare_program_name_after_a_value_chose_where_a_file_lands(source) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[planted-name]" in p.message for p in problems), problems
+
+
+#: What may follow such a write: builtins, programs by their system path,
+#: and writes that leave no content (touch, mkdir).
+NOT_PLANTING = [
+    "printf '%s\\n' {{ x.v }} > {{ x.p }}; /usr/bin/wc -c agent.yaml",
+    "mkdir -p -- {{ x.p }}; cd -- {{ x.p }} && pwd && ls",
+    "touch -- {{ x.p }}; wc -l -- *",
+    "printf '%s\\n' {{ x.v }} > out.txt; wc -c out.txt",
+    "wc -c agent.yaml; printf '%s\\n' {{ x.v }} > {{ x.p }}",
+]
+
+
+@pytest.mark.parametrize("source", NOT_PLANTING)
+def test_what_may_follow_a_write_a_value_placed(source) -> None:
+    assert compile_template(source, shell=True, fields_by_name={"x": None})[1] == []
+
+
+def test_a_planted_program_does_not_run_through_the_installed_cli(tmp_path: Path) -> None:
+    """The review's P1: the step's own ``env: PATH`` holds a relative
+    directory; without the check the value lands there as ``wc`` and the
+    step's ``wc`` runs it."""
+    path = one_step_agent(
+        tmp_path,
+        "mkdir -p bin; printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c agent.yaml",
+        env={"PATH": "bin:/usr/bin:/bin"},
+    )
+    value = json.dumps({"v": f"touch {tmp_path}/CANARY_P1", "p": "bin/wc"})
+    checked = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 2 and "[planted-name]" in checked.stdout + checked.stderr
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", f"acme.x={value}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    assert not list(tmp_path.rglob("CANARY*"))

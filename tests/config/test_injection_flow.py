@@ -763,7 +763,9 @@ def test_a_system_destination_is_refused_by_the_installed_cli(tmp_path: Path) ->
 #: bare name finds what a value wrote (the nineteenth review's F1 wrote
 #: ``~/.cargo/bin/wc``, then ran ``wc``), and a dot-file of HOME.
 PROGRAM_DIRECTORIES = [
-    ("printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c /etc/hostname", "bin/wc"),
+    # (a bare wc after it is refused by validate: test_held_text.py, G3; a
+    # later step's wc would still find the file, so the render refuses it)
+    ("printf '%s\\n' {{ x.v }} > {{ x.p }}; /bin/chmod 755 {{ x.p }}", "bin/wc"),
     ("cd -- {{ x.p }} && printf '%s\\n' {{ x.v }} > wc", "bin"),
     ("printf '%s\\n' {{ x.v }} > {{ x.p }}", "home/.bashrc"),
     ("printf '%s\\n' {{ x.v }} > {{ x.p }}", "home/.local/lib/python3/site-packages/x.pth"),
@@ -789,11 +791,12 @@ def test_a_value_may_not_write_where_programs_are_found(
 
 def test_a_value_cannot_plant_a_program_on_path_through_the_installed_cli(tmp_path: Path) -> None:
     """F1 end to end, with a directory of the test's own on PATH: without the
-    check the value's script lands as ``wc`` and the step's own ``wc`` runs it."""
+    check the value's script lands there as ``wc``, for any later ``wc`` (a
+    bare ``wc`` in the same script is refused by validate: [planted-name])."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     path = one_step_agent(
-        tmp_path, "printf '%s\\n' {{ x.v }} > {{ x.p }}; chmod 755 {{ x.p }}; wc -c agent.yaml"
+        tmp_path, "printf '%s\\n' {{ x.v }} > {{ x.p }}; /bin/chmod 755 {{ x.p }}"
     )
     value = json.dumps({"v": f"touch {tmp_path}/CANARY_F1", "p": str(bin_dir / "wc")})
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

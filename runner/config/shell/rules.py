@@ -180,6 +180,12 @@ RULES: dict[str, tuple[str, str]] = {
         "here-string of them (read -r f <<< {{ x }}); text a program computed from a value "
         "may reach builtins (echo, printf, test) only",
     ),
+    "planted-name": (
+        "a program run by a bare name after a value chose where a file is written "
+        "(the value may have put that name on the step's PATH)",
+        "run it by its path (/usr/bin/wc), or let the value choose only the content "
+        "(printf '%s' {{ x }} > out.txt) or the file in a write: step",
+    ),
     "shell-dialect": (
         "in a step whose shell the checker does not model, or in a construct that shell lacks",
         "use shell: bash (or sh without bash-only syntax), or pass the value through "

@@ -21,6 +21,7 @@ import posixpath
 from typing import Any
 
 from .held_text import HeldTextCheck
+from .planted import PlantedNamesCheck
 from .proc_paths import EXPANSION, UNQUOTED
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
@@ -39,6 +40,10 @@ _EVERY_OPERAND = frozenset(
     {"tee", "touch", "mktemp", "ln", "link", "mv", "rm", "rmdir", "mkdir", "truncate"}
     | {"chmod", "chown", "chgrp"}
 )
+#: Writers that leave no content and no mode a program could run.
+_EMPTY_OR_REMOVED = frozenset(
+    {"touch", "mkdir", "rm", "rmdir", "chown", "chgrp", "truncate", "mktemp"}
+)
 #: Statements whose body runs again and again: a ``cd ..`` in one climbs each time.
 _LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
 #: Directory depth below ``/`` assumed where the script starts, or after a
@@ -46,7 +51,7 @@ _LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"}
 _START_DEPTH = 1
 
 
-class SystemWritesCheck(ReceiverCheck, HeldTextCheck):
+class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
     """Writes and ``cd`` in a script that holds a value, judged against ``/``."""
 
     def system_files_written(self) -> None:
@@ -54,11 +59,16 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck):
         assigned = self._assigned_texts()
         depth = _START_DEPTH
         self._note_value_reads()
+        plantings: list[Any] = []
+        moved_by_value = False
         for node in sorted(self._places(), key=lambda n: n.start_byte):
             self._note_value_destinations(node)
             if node.type == "command":
                 depth = self._moved(node, depth, assigned)
+                moved_by_value = moved_by_value or self.carries(node)
                 continue
+            if (moved_by_value or self.carries(node)) and self._may_plant(node):
+                plantings.append(node)
             for spelled in self._spellings(node, assigned):
                 text = destination_path(spelled)
                 if text.startswith("~") and ".." in text.split("/"):
@@ -76,6 +86,19 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck):
                         "file-flow", node, f"{text[:40]}: may climb out of the workspace to /etc..."
                     )
                     break
+        self.names_after_planting(plantings)
+
+    def _may_plant(self, node: Any) -> bool:
+        """Does the write at ``node`` put content or a mode in a file (a
+        redirect, ``cp``, ``ln``, ``tee``, ``chmod``...), not only make an
+        empty one, a directory, or remove one (``touch``, ``mkdir``, ``rm``)?"""
+        command = self.tree.parent(node)
+        if command is None or command.type == "variable_assignment":
+            return False  # TMPDIR={{ d }}: where mktemp makes empty files
+        if command.type == "file_redirect":
+            return True
+        resolved = self.resolve_quietly(command) if command.type == "command" else None
+        return resolved is None or resolved.name not in _EMPTY_OR_REMOVED
 
     def _note_value_destinations(self, node: Any) -> None:
         """The words that hold a value and choose where a write lands or where

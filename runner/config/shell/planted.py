@@ -1,0 +1,71 @@
+"""After a value chose where a file lands, no program runs by a bare name.
+
+``printf '%s' {{ body }} > {{ path }}; chmod 755 {{ path }}; wc -c f``:
+when ``path`` names a directory on the step's ``PATH`` (the step's own
+``env: PATH``, a relative entry such as ``node_modules/.bin``, a link the
+script made to ``~/.cargo/bin``), ``wc`` runs the value (review 19's F1,
+then the twentieth review's G3 past the render's check of the runner's own
+PATH).  Only the sandbox knows its ``PATH`` and where a relative name
+lands, so from the first write a value places (or the first write after a
+``cd`` a value chose) to the end of the script, and through the loop that
+holds it, a program must be a builtin or named by its path under the
+system's directories (``/usr/bin/wc``), where no value may write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .rules import BUILTINS
+from .state import CheckState
+from .system_paths import names_system_path
+
+#: Statements whose body runs again: a write in one comes before every command in it.
+_LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
+
+
+class PlantedNamesCheck(CheckState):
+    """Bare program names after a write whose place a value chose."""
+
+    def names_after_planting(self, plantings: list[Any]) -> None:
+        """``plantings``: the words (or ``cd`` commands) in which a value
+        chose where a file is written."""
+        if not plantings:
+            return
+        start = min(self._scope_start(node) for node in plantings)
+        writers = {self._command_of(node) for node in plantings}
+        for command in self.commands:
+            if command.start_byte < start or command.id in writers:
+                continue
+            named = command.child_by_field_name("name")
+            names = [named] if named is not None else []
+            resolved = self.resolve_quietly(command)
+            if resolved is not None and resolved.name_node is not None:
+                names.append(resolved.name_node)
+            for node in dict.fromkeys(names):
+                name = self.tree.static(node)
+                if name is None or name in BUILTINS:
+                    continue  # a name known only at run time is refused elsewhere
+                if name.startswith("/") and names_system_path(name):
+                    continue
+                self.refuse("planted-name", node, name[:40], index=None)
+                break
+
+    def _scope_start(self, node: Any) -> int:
+        """Where commands start to be at risk: the top-level statement that
+        holds ``node``, or the outermost loop around it."""
+        start = node.start_byte
+        current = node
+        while (parent := self.tree.parent(current)) is not None:
+            if parent.type in _LOOPS or parent.type == "program":
+                start = min(start, (current if parent.type == "program" else parent).start_byte)
+            current = parent
+        return start
+
+    def _command_of(self, node: Any) -> int | None:
+        """The command that writes at ``node`` (a redirect's belongs to the
+        statement it redirects, whose commands all ran their lookup first)."""
+        current = node
+        while current is not None and current.type != "command":
+            current = self.tree.parent(current)
+        return current.id if current is not None else None
