@@ -14,6 +14,7 @@ import contextvars
 import inspect
 import shlex
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,11 @@ STEP_ID_VARIABLE = "RUNNER_STEP_ID"
 current_step_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_step_id", default=None
 )
+
+
+#: The files ``secret_file:`` steps wrote in each sandbox: a run step's value
+#: may not name one for a program to read (``Template.render``).
+_secret_files: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def step_id(session_id: str, hook: str, point: str, index: int) -> str:
@@ -230,7 +236,11 @@ class RunStep(Step):
         # Checked as the sandbox's shell reads it (None: bash, the default).
         shell = getattr(sandbox, "shell", None)
         return await sandbox.execute(
-            self.command.render(context, shell=shell if isinstance(shell, str) else None),
+            self.command.render(
+                context,
+                shell=shell if isinstance(shell, str) else None,
+                secret_files=_secret_files.get(sandbox, ()),
+            ),
             timeout_seconds=self.timeout_seconds,
             env=env or None,
             cwd=self.cwd.render(context) if self.cwd else None,
@@ -356,6 +366,7 @@ class SecretFileStep(Step):
         target = self.path.render(context)
         # The bytes it was read from, also when they are not UTF-8 (surrogate-escaped).
         data = secrets[self.secret].encode("utf-8", errors="surrogateescape")
+        _secret_files.setdefault(ctx.sandbox, set()).add(target)  # before: a failed write too
         await ctx.sandbox.write_file(target, data)
         result = await ctx.sandbox.execute(f"chmod 600 -- {shlex.quote(target)}")
         if result.exit_code != 0:

@@ -108,11 +108,18 @@ class Template:
     def is_static(self) -> bool:
         return self.tree is None
 
-    def render(self, context: Mapping[str, Any], *, shell: str | None = None) -> str:
+    def render(
+        self,
+        context: Mapping[str, Any],
+        *,
+        shell: str | None = None,
+        secret_files: Collection[str] = (),
+    ) -> str:
         """The text to run.  For a ``run`` command this is the guarantee:
         the exact text is checked with sentinels before any value goes in,
         as the shell that runs it (``shell``: its path or name; None: bash)
-        reads it."""
+        reads it.  ``secret_files``: the files ``secret_file:`` steps wrote in
+        this sandbox, which no value may name for a program to read."""
         if self.tree is None:
             if self.shell and self.tainted:
                 _refuse_unsafe(self.source, [], self.tainted, shell, self.consumers, self.exported)
@@ -139,6 +146,7 @@ class Template:
         destinations: set[str] = set()
         reads: set[str] = set()
         read_sources: set[str] = set()
+        options: set[str] = set()
         _refuse_unsafe(
             text,
             sentinels,
@@ -149,9 +157,12 @@ class Template:
             destinations,
             reads,
             read_sources,
+            options,
         )
         _refuse_system_destinations(values, destinations)
         _refuse_process_reads(values, reads, read_sources)
+        _refuse_secret_file_reads(values, reads, read_sources, secret_files)
+        _refuse_option_values(values, options)
         return values.substitute(text)
 
 
@@ -228,6 +239,45 @@ def _refuse_process_reads(values: Any, reads: set[str], sources: Collection[str]
         )
 
 
+def _refuse_secret_file_reads(
+    values: Any, reads: set[str], sources: Collection[str], secret_files: Collection[str]
+) -> None:
+    """A value may not name, for a program to read, a file a ``secret_file:``
+    step wrote: ``od -c {{ f }}`` with ``.netrc`` printed the secret in a
+    form the scrubber does not know (the twentieth review's G5).  Judged by
+    the file's last name, whatever directory the value puts before it."""
+    import posixpath
+
+    names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
+    if not names:
+        return
+    lowered = {name.lower() for name in names}
+    named = any(posixpath.basename(values.literal(w).rstrip("/")) in names for w in reads) or any(
+        any(name in values.unquoted(text).replace("\\", "").lower() for name in lowered)
+        for text in sources
+    )
+    if named:
+        raise UnsafeTemplateError(
+            "run command refused before it ran: a value names a file a secret_file: step "
+            "wrote, for a program to read (it could print the secret in a form the "
+            "scrubber does not know); read it with a fixed name in the template"
+        )
+
+
+def _refuse_option_values(values: Any, options: set[str]) -> None:
+    """A value that starts a program's argument before ``--`` may not start
+    with ``-``: the program would read it as an option (``grep -rn {{ q }} .``
+    with ``-ohe.`` printed a secret file one character a line: the
+    twentieth review's G5).  The message never shows the value."""
+    if any(values.literal(word).startswith("-") for word in options):
+        raise UnsafeTemplateError(
+            "run command refused before it ran: a value that starts with - reaches a "
+            "program where it would be read as an option; put -- before the program's "
+            "operands (grep -rn -- {{ q }} .), or glue the value to its option "
+            "(--regexp={{ q }}), or declare the input no_leading_option"
+        )
+
+
 def may_spell_a_process_path(text: str) -> bool:
     """Could a piece that ``read`` cuts from ``text`` (a field, a line, its
     backslashes removed) name a path under /proc or /dev/fd?"""
@@ -270,6 +320,7 @@ def _refuse_unsafe(
     destinations: set[str] | None = None,
     reads: set[str] | None = None,
     read_sources: set[str] | None = None,
+    options: set[str] | None = None,
 ) -> None:
     from .shell.checker import check_script
 
@@ -283,6 +334,7 @@ def _refuse_unsafe(
         destinations=destinations,
         reads=reads,
         read_sources=read_sources,
+        options=options,
     )
     if findings:
         where = "; ".join(

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import RUNNER_CLI
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runner.config import validate_file
-from runner.config.templates import Fields, TemplateValueError, compile_template
+from runner.config.templates import (
+    Fields,
+    TemplateValueError,
+    UnsafeTemplateError,
+    compile_template,
+)
 
 HEADER = """\
 version: 1
@@ -386,3 +393,91 @@ def test_any_value_is_one_quoted_word_that_bash_reads_back_whole(values) -> None
         ["bash", "-c", command], capture_output=True, check=True, env={"LC_ALL": "C.UTF-8"}
     ).stdout
     assert received == b"".join(v.encode() + b"\0" for v in values)
+
+
+# --- review 20's G5: a value that chooses how a secret file is printed ---------------
+
+
+@pytest.mark.parametrize(
+    ("source", "value", "refused"),
+    [
+        ("grep -rn {{ x.q }} .", "-ohe.", True),  # -o -h -e .: the secret, a char a line
+        ('p={{ x.q }}; grep -rn "$p" .', "-ohe.", True),
+        ("wc {{ x.q }}", "--files0-from=list", True),
+        ("grep -rn -- {{ x.q }} .", "-ohe.", False),  # after --, an operand
+        ("grep -rn --regexp={{ x.q }} .", "-ohe.", False),  # the option's own value
+        ("grep -rn {{ x.q }} .", "hello", False),
+        ("echo {{ x.q }}", "-e", False),  # a builtin: no options that open files
+    ],
+)
+def test_a_value_may_not_start_a_programs_option(source, value, refused) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == []
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="read as an option"):
+            template.render({"x": Fields({"q": value})})
+    else:
+        template.render({"x": Fields({"q": value})})
+
+
+@pytest.mark.parametrize(
+    ("source", "value"),
+    [
+        ("od -An -c {{ x.q }}", ".netrc"),
+        ("od -An -c {{ x.q }}", "./sub/.netrc"),
+        ('read -r a f <<< {{ x.q }}; rev "$f"', "x .NETRC"),
+        ('p={{ x.q }}; tac "$p"', ".netrc/"),
+    ],
+)
+def test_a_value_may_not_name_a_secret_file_for_a_program_to_read(source, value) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == []
+    with pytest.raises(UnsafeTemplateError, match="a file a secret_file: step wrote"):
+        template.render({"x": Fields({"q": value})}, secret_files={"/w/.netrc"})
+    template.render({"x": Fields({"q": value})})  # no secret file: nothing to refuse
+    template.render({"x": Fields({"q": "notes.txt"})}, secret_files={"/w/.netrc"})
+
+
+def _secret_file_agent(tmp_path: Path, run: str) -> Path:
+    document = {
+        "version": 1,
+        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
+        "secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}},
+        "agent": {
+            "model": "m",
+            "environment": {
+                "sandbox": "local",
+                "hooks": [
+                    {
+                        "name": "h",
+                        "on_create": [{"secret_file": ".netrc", "secret": "tok"}, {"run": run}],
+                    }
+                ],
+            },
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("run", "value"),
+    [("od -An -c {{ x.f }}", '{"f": ".netrc"}'), ("grep -rn {{ x.f }} .", '{"f": "-ohe."}')],
+)
+def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
+    tmp_path: Path, run: str, value: str
+) -> None:
+    """G5 end to end (the review's S1 and S2): without the checks, the secret
+    comes out one character at a time, past the scrubber."""
+    path = _secret_file_agent(tmp_path, run)
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", f"acme.x={value}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    )
+    assert result.returncode == 2, result.stderr
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output and ":h\n" not in output and "\nu\n" not in output

@@ -142,6 +142,7 @@ def check_script(
     destinations: set[str] | None = None,
     reads: set[str] | None = None,
     read_sources: set[str] | None = None,
+    options: set[str] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -156,7 +157,8 @@ def check_script(
     where a write lands or where ``cd`` goes: the caller checks them with
     the values in (``system_paths``).  ``reads``, likewise, the words in
     which a value names a file a program or the shell opens, and
-    ``read_sources`` the texts ``read`` cuts such a word from (``held_text``).
+    ``read_sources`` the texts ``read`` cuts such a word from (``held_text``),
+    and ``options`` the words a value starts before a program's ``--``.
     """
     if not sentinels and not tainted:
         return []
@@ -184,4 +186,6 @@ def check_script(
         reads.update(check.value_reads)
     if read_sources is not None:
         read_sources.update(check.value_read_sources)
+    if options is not None:
+        options.update(check.value_option_words)
     return findings

@@ -128,6 +128,10 @@ class CheckState:
         #: is cut from by ``read``: the render refuses one that could spell
         #: /proc or /dev/fd in a piece (``held_text``)
         self.value_read_sources: set[str] = set()
+        #: the words (sentinels and all) in which a value starts an argument
+        #: of a program before ``--``: the render refuses one that starts
+        #: with ``-`` (an option: the twentieth review's ``grep -rn -ohe. .``)
+        self.value_option_words: set[str] = set()
         #: name -> every (node, kind) that assigns it (``taint``)
         self.definitions: dict[str, list[tuple[Any, str]]] = {}
 

@@ -88,6 +88,23 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
                     break
         self.names_after_planting(plantings)
 
+    def _note_option_words(self, arguments: list[Any]) -> None:
+        """The arguments before ``--`` that start with a value: the program
+        reads one that starts with ``-`` as an option (``grep -rn {{ q }} .``
+        with ``-ohe.`` printed a secret file one character a line)."""
+        for word in arguments:
+            if self.tree.static(word) == "--":
+                return
+            first = word
+            while first.type in ("concatenation", "string") and first.named_children:
+                first = first.named_children[0]
+            if self.source[word.start_byte : first.start_byte].strip(b'"'):
+                continue  # text before the value: -x{{ v }}, --opt={{ v }}
+            if self.sentinel_index(first) is not None or (
+                first.type in ("simple_expansion", "expansion") and self.carries(first)
+            ):
+                self.value_option_words.update(self.word_texts(word) or [])
+
     def _may_plant(self, node: Any) -> bool:
         """Does the write at ``node`` put content or a mode in a file (a
         redirect, ``cp``, ``ln``, ``tee``, ``chmod``...), not only make an
@@ -139,6 +156,7 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
             resolved = self.resolve_quietly(command)
             if resolved is not None and resolved.name not in BUILTINS:
                 words += list(resolved.arguments)
+                self._note_option_words(resolved.arguments)
         for word in words:
             if not self.carries(word) or word.type == "process_substitution":
                 continue  # <(cmd {{ x }}): bash names the pipe; what reads it is judged
