@@ -21,6 +21,7 @@ from .template_values import (
     Fields,
     OptionLikeValueError,
     TemplateSecurityError,
+    UnsafeTemplateError,
     _scalar_text,
     _sentinel_word,
     _text,
@@ -120,6 +121,14 @@ def _guard_filter(as_text: Any) -> Any:
             from ..core.events import add_secrets
             from ..core.redaction import secret_text_forms
 
+            lines = [each.strip() for each in text.splitlines() if each.strip()]
+            if len(lines) > 1 and any(len(each) < 3 for each in lines):
+                # output is scrubbed a line at a time: `| list | join("\n")`
+                # prints a secret a character a line (review 21's H7)
+                raise UnsafeTemplateError(
+                    f"the {{{{ }}}} on line {line} prints a word of a secret input split into "
+                    "lines too short to mask (under 3 characters); the value is not shown"
+                )
             add_secrets(secret_text_forms(text))
         return value
 

@@ -193,12 +193,16 @@ def is_safe_destination(path: str) -> bool:
     finds code), not climbing with ``..``, not ``~user/...``."""
     import os
 
+    from .shell.proc_paths import names_process_path
     from .shell.system_paths import names_program_directory, names_system_path
 
     parts = path.split("/")
     search_path = ":".join([os.environ.get("PATH", ""), *_python_directories()])
     return not (
         names_system_path(path)
+        # cd {{ d }} into /dev/fd or /dev, then od ../environ or fd/3 (review 21's H1)
+        or names_process_path(path)
+        or os.path.normpath(path) == "/dev"
         or ".." in parts
         or (path.startswith("~") and len(parts) > 1)
         or names_program_directory(

@@ -18,11 +18,15 @@ MASK = "***"
 def secret_text_forms(text: str) -> set[str]:
     """Every form of ``text`` and of ``text`` without its leading and trailing
     whitespace (a tool that trims a secret's newline, ``tr -d '\\n'`` or
-    ``head -c``, prints that), each as :func:`secret_forms` and, for text that
+    ``head -c``, prints that), and of each of its lines, each as
+    :func:`secret_forms` and, for text that
     holds bytes that are not UTF-8, as tools print those bytes.  Empty for a
     text shorter than 3 characters."""
     found: set[str] = set()
-    for each in {text, text.strip()}:
+    # each line of a multi-line secret (a PEM key) too: output is scrubbed a
+    # line at a time, and no one line is the whole secret (review 21's H7)
+    lines = {line.strip() for line in text.splitlines()} if "\n" in text.strip() else set()
+    for each in {text, text.strip(), *lines}:
         if len(each) >= 3:
             found.update(secret_forms(each))
             found.update(_undecodable_forms(each))

@@ -61,10 +61,13 @@ agent:
             content: |
               #!/usr/bin/env python3
               import json, sys
-              open("args.json", "w").write(json.dumps(sys.argv[1:]))
-              open("arg.bin", "wb").write(sys.argv[1].encode("utf-8", "surrogateescape"))
+              args = sys.argv[2:]  # after the --
+              open("args.json", "w").write(json.dumps(args))
+              open("arg.bin", "wb").write(args[0].encode("utf-8", "surrogateescape"))
           - run: chmod +x capture
-          - run: ./capture {{ v.text }}
+          # -- before the value: a value that starts with - (-n, --help) is
+          # refused where a program would read it as an option
+          - run: ./capture -- {{ v.text }}
           - run: rm capture && ls -A > listing.txt
         on_destroy:
           - save: args.json

@@ -200,6 +200,9 @@ PLANTING = [
     "cd -- {{ x.p }}; cp /bin/true wc; printf '%s\\n' {{ x.v }} > wc; cd -; wc -c agent.yaml",
     "for f in a b; do wc -c agent.yaml; printf '%s\\n' {{ x.v }} | tee {{ x.p }}; done",
     "printf '%s\\n' {{ x.v }} > {{ x.p }}; env wc -c agent.yaml",
+    "printf '%s\\n' {{ x.v }} > {{ x.p }}wc; wc -c agent.yaml",  # the value is the directory
+    "printf '%s\\n' {{ x.v }} > {{ x.p }}/wc; wc -c agent.yaml",
+    "cp -- {{ x.p }}.sh {{ x.p }}; touch done",  # a copier's file may take its source's name
 ]
 
 
@@ -217,6 +220,9 @@ NOT_PLANTING = [
     "touch -- {{ x.p }}; wc -l -- *",
     "printf '%s\\n' {{ x.v }} > out.txt; wc -c out.txt",
     "wc -c agent.yaml; printf '%s\\n' {{ x.v }} > {{ x.p }}",
+    # the written file's name ends in fixed text no later program has
+    "echo ran >> {{ x.p }}.count; touch in-step-2",
+    "printf '%s\\n' {{ x.v }} > {{ x.p }}/wc; ls",
 ]
 
 
@@ -245,3 +251,57 @@ def test_a_planted_program_does_not_run_through_the_installed_cli(tmp_path: Path
     )
     assert result.returncode == 2, result.stderr
     assert not list(tmp_path.rglob("CANARY*"))
+
+
+# -- the twenty-first review ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "values"),
+    [
+        # H1: cd into /dev/fd (or /dev), then a relative read
+        ("cd {{ x.p }} && od -An -c {{ x.v }}", {"p": "/dev/fd", "v": "../environ"}),
+        ("cd {{ x.p }} && od -An -c fd/0", {"p": "/dev", "v": ""}),
+        # H6: a variable computed at run time completes /proc beside a value
+        ('d="$(printf /pr)"; od -An -c "$d"{{ x.v }}', {"p": "", "v": "oc/self/environ"}),
+    ],
+)
+def test_review_21s_render_time_cases_are_refused(source, values) -> None:
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match="refused before it ran"):
+        template.render({"x": Fields(values)})
+
+
+@pytest.mark.parametrize(
+    ("source", "shell", "rule"),
+    [
+        # H2: a background job runs beside the write, whatever the order
+        (
+            "for i in 1 2; do sleep 1; date -u; done & mkdir -p bin; "
+            "printf '%s\\n' {{ x.v }} > {{ x.p }}; /bin/chmod 755 {{ x.p }}; wait",
+            None,
+            "planted-name",
+        ),
+        # H3: under dash, time and pushd are programs on PATH
+        (
+            "printf '%s\\n' {{ x.v }} > {{ x.p }}; /bin/chmod 755 {{ x.p }}; time /usr/bin/wc f",
+            "sh",
+            "planted-name",
+        ),
+        # H4: TMPDIR set by read, printf -v, for
+        ("read -r TMPDIR <<< {{ x.v }}; mktemp", None, "computed-path"),
+        ("printf -v TMPDIR '%s' {{ x.v }}; mktemp", None, "computed-path"),
+        ("for TMPDIR in {{ x.v }}; do mktemp; done", None, "computed-path"),
+        # H5: read -u reads another descriptor, not its here-string
+        ('read -r -u 3 p <<< {{ x.v }}; od -An -c "$p"', None, "computed-path"),
+    ],
+)
+def test_review_21s_static_cases_are_refused(source, shell, rule) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None}, shell_name=shell)
+    assert any(f"[{rule}]" in p.message for p in problems), problems
+
+
+def test_bash_keywords_stay_allowed_after_a_planting() -> None:
+    source = "printf '%s\\n' {{ x.v }} > {{ x.p }}; time /usr/bin/wc f"
+    assert compile_template(source, shell=True, fields_by_name={"x": None})[1] == []

@@ -323,3 +323,61 @@ def test_a_secret_url_encoded_by_other_tools_is_scrubbed(encoder) -> None:
     ).stdout.strip()
     assert printed and printed != secret
     assert scrub(f"token={printed};", forms) == "token=***;"
+
+
+# --- (d) a multi-line secret (review 21's H7) ---------------------------------
+
+PEM = "-----BEGIN KEY-----\nMIIBVAIBADANBgkqhkiG9w0B\nAQEFAASCAT4wggE6AgEAAkEA\n-----END KEY-----\n"
+
+
+def test_each_line_of_a_multi_line_secret_is_masked_with_every_line_printed(tmp_path) -> None:
+    """Output is scrubbed a line at a time (-v prints every line as it comes):
+    no line of a PEM key was a form the scrubber knew, so each came out."""
+    config = write_config(
+        tmp_path,
+        """\
+        version: 1
+        secrets:
+          key: {from_env: TEST_PEM}
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: show
+                on_create:
+                  - run: printf '%s\\n' "$K" >&2; exit 3
+                    secrets: {K: key}
+        """,
+    )
+    everything = "\n".join(
+        text for _, text in outputs(tmp_path, config, {"TEST_PEM": PEM}, "-v")[:2]
+    )
+    assert_nowhere(everything, {"line 2": "MIIBVAIBADANBgkqhkiG9w0B", "line 3": "AQEFAASCAT4w"})
+
+
+def test_a_secret_input_split_into_characters_is_refused(tmp_path) -> None:
+    """``{{ s.v | list | join('\\n') }}`` printed a secret a character a line,
+    a word the runner rendered itself."""
+    config = write_config(
+        tmp_path,
+        """\
+        version: 1
+        inputs:
+          acme.s: {as: s, secret: true, schema: {type: object}}
+        agent:
+          model: m
+          environment:
+            sandbox: local
+            hooks:
+              - name: show
+                on_create:
+                  - run: printf '%s\\n' {{ s.v | list | join("\\n") }}
+        """,
+    )
+    code, text = runner(
+        "run", str(config), "--input", 'acme.s={"v": "hunter2secret"}', cwd=tmp_path, env={}
+    )
+    assert code == 2, text
+    assert "lines too short to mask" in text
+    assert "h\nu\nn" not in text

@@ -32,9 +32,7 @@ from .state import CheckState
 #: At most this many texts for a word with several variables that hold values.
 _MAX_COMBINATIONS = 256
 #: Node types whose text a program or the shell computes while the script runs.
-_COMPUTED = frozenset(
-    {"command_substitution", "process_substitution", "arithmetic_expansion", "subscript"}
-)
+_COMPUTED = frozenset({"command_substitution", "process_substitution", "arithmetic_expansion"})
 #: What ``read`` may read from a redirect: a here-string's word.
 _SOURCES = frozenset({"herestring_redirect"})
 
@@ -59,7 +57,12 @@ class HeldTextCheck(CheckState):
         if self._computed_inside(word):
             return None
         spans: list[tuple[int, int, tuple[str, ...]]] = []
-        for part in self.tree.subtree(word):
+        for part in self._parts(word):
+            if part.type in _COMPUTED:
+                # "$(printf /pr)"{{ x }}: text known only at run time, spelled
+                # as an expansion, which the path checks read as any text (H6)
+                spans.append((part.start_byte, part.end_byte, ("${_computed_}",)))
+                continue
             if part.type not in ("simple_expansion", "expansion"):
                 continue
             name = self.expanded_name(part)
@@ -71,6 +74,10 @@ class HeldTextCheck(CheckState):
                 known = self.held(name) if plain and name in self.definitions else None
                 if known is not None and known.kind == "exact" and known.texts:
                     spans.append((part.start_byte, part.end_byte, known.texts))
+                elif plain:
+                    # "$d"{{ x }} with d=$(printf /pr): left as ${d}, so the
+                    # value's text is not read as part of its name (review 21's H6)
+                    spans.append((part.start_byte, part.end_byte, ("${" + name + "}",)))
                 continue
             if not plain:
                 return None  # ${x#...}, ${x:-...}: computed (taint refuses most anyway)
@@ -94,6 +101,17 @@ class HeldTextCheck(CheckState):
             pieces.append(source[at : word.end_byte].decode("utf-8", "replace"))
             texts.append("".join(pieces))
         return texts
+
+    def _parts(self, word: Any) -> list[Any]:
+        """``word``'s nodes, not descending into what bash computes
+        (``$( )``, ``$(( ))``): those stand whole."""
+        found, stack = [], [word]
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            if node.type not in _COMPUTED or node is word:
+                stack.extend(node.children)
+        return found
 
     def sole_variable(self, word: Any) -> str | None:
         """The name when ``word`` is only one variable (``"$f"``, ``$f``, ``"${f}"``)."""
@@ -186,8 +204,8 @@ class HeldTextCheck(CheckState):
         if resolved is None or resolved.name != "read":
             return None  # mapfile, getopts, printf -v, cd's PWD
         words = [self.fixed(w) or "" for w in resolved.arguments]
-        if any(w.startswith("-") and "a" in w[1:] for w in words):
-            return None  # read -a: an array
+        if any(w.startswith("-") and ("a" in w[1:] or "u" in w[1:]) for w in words):
+            return None  # read -a: an array; read -u 3: another descriptor (review 21's H5)
         own = [c for c in command.children if c.type.endswith("redirect")]
         if own:  # read -r p <<< {{ x }}
             return self._here_string(own)

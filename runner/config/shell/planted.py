@@ -22,6 +22,36 @@ from .system_paths import names_system_path
 
 #: Statements whose body runs again: a write in one comes before every command in it.
 _LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
+#: The builtins of dash and busybox sh (POSIX's special and regular ones they
+#: have): under ``shell: sh``, ``time``, ``pushd`` or ``dirs`` are looked up
+#: on PATH (the twenty-first review's H3).
+_POSIX_BUILTINS = frozenset(
+    {".", ":", "[", "alias", "bg", "break", "cd", "chdir", "command", "continue", "echo"}
+    | {"eval", "exec", "exit", "export", "false", "fc", "fg", "getopts", "hash", "jobs"}
+    | {"kill", "local", "printf", "pwd", "read", "readonly", "return", "set", "shift"}
+    | {"test", "times", "trap", "true", "type", "ulimit", "umask", "unalias", "unset", "wait"}
+)
+
+
+#: Writers whose destination word is the written file's own name (a copier's
+#: may be a directory the source's name goes into).
+_NAMED_BY_DESTINATION = frozenset({"tee", "dd", "uniq", "chmod", "truncate"})
+
+
+#: The parts of a word that may hold a value.
+_VALUE_PARTS = frozenset(
+    {"raw_string", "simple_expansion", "expansion", "command_substitution", "string"}
+)
+
+
+def _at_risk(name: str, risk: tuple[str, str]) -> bool:
+    kind, text = risk
+    base = name.rsplit("/", 1)[-1]
+    if kind == "exact":
+        return base == text
+    if kind == "suffix":
+        return base.endswith(text)
+    return True
 
 
 class PlantedNamesCheck(CheckState):
@@ -33,7 +63,11 @@ class PlantedNamesCheck(CheckState):
         if not plantings:
             return
         start = min(self._scope_start(node) for node in plantings)
+        if any(node.type == "&" for node in self.tree.nodes):
+            start = 0  # cmd & runs beside the write, whatever the order (review 21's H2)
+        builtins = BUILTINS if self.dialect == "bash" else BUILTINS & _POSIX_BUILTINS
         writers = {self._command_of(node) for node in plantings}
+        risks = [self._risk(node) for node in plantings]
         for command in self.commands:
             if command.start_byte < start or command.id in writers:
                 continue
@@ -44,12 +78,44 @@ class PlantedNamesCheck(CheckState):
                 names.append(resolved.name_node)
             for node in dict.fromkeys(names):
                 name = self.tree.static(node)
-                if name is None or name in BUILTINS:
+                if name is None or name in builtins:
                     continue  # a name known only at run time is refused elsewhere
                 if name.startswith("/") and names_system_path(name):
                     continue
+                if not any(_at_risk(name, risk) for risk in risks):
+                    continue  # > {{ n }}.count plants no "touch"
                 self.refuse("planted-name", node, name[:40], index=None)
                 break
+
+    def _risk(self, node: Any) -> tuple[str, str]:
+        """Which names the file written at ``node`` may have: ("exact", B)
+        when its last name is fixed (``{{ d }}/wc``, ``wc`` after ``cd``),
+        ("suffix", T) when it ends in fixed text after the value
+        (``{{ n }}.count``), ("any", "") otherwise, and always for a
+        copier, whose file may take its source's name (``cp f {{ dir }}``)."""
+        command = self.tree.parent(node)
+        if command is not None and command.type == "command":
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name not in _NAMED_BY_DESTINATION:
+                return ("any", "")
+        parts = [
+            part
+            for part in self.tree.subtree(node)
+            if part.type in _VALUE_PARTS and self.carries(part)
+        ]
+        end = max((part.end_byte for part in parts), default=node.start_byte)
+        tail = self.source[end : node.end_byte].decode("utf-8", "replace")
+        tail = tail.replace('"', "").replace("'", "")
+        if not parts:
+            tail = self.tree.static(node) or ""
+            if not tail or any(c in tail for c in "$*?[{`\\"):
+                return ("any", "")
+            return ("exact", tail.rstrip("/").rsplit("/", 1)[-1])
+        if any(c in tail for c in "$*?[{`\\"):
+            return ("any", "")
+        if "/" in tail:
+            return ("exact", tail.rstrip("/").rsplit("/", 1)[-1])
+        return ("suffix", tail) if tail else ("any", "")
 
     def _scope_start(self, node: Any) -> int:
         """Where commands start to be at risk: the top-level statement that

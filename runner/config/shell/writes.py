@@ -59,6 +59,10 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
         assigned = self._assigned_texts()
         depth = _START_DEPTH
         self._note_value_reads()
+        for name in DESTINATION_ENV & set(self.tainted):
+            for node, kind in self.definitions.get(name, []):
+                if kind != "assign":  # read -r TMPDIR <<< {{ d }} (review 21's H4)
+                    self.refuse("computed-path", node, f"{name}: where programs write")
         plantings: list[Any] = []
         moved_by_value = False
         for node in sorted(self._places(), key=lambda n: n.start_byte):
