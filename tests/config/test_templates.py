@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from agent_files import one_step_agent
 from conftest import RUNNER_CLI
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -438,29 +438,6 @@ def test_a_value_may_not_name_a_secret_file_for_a_program_to_read(source, value)
     template.render({"x": Fields({"q": "notes.txt"})}, secret_files={"/w/.netrc"})
 
 
-def _secret_file_agent(tmp_path: Path, run: str) -> Path:
-    document = {
-        "version": 1,
-        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
-        "secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}},
-        "agent": {
-            "model": "m",
-            "environment": {
-                "sandbox": "local",
-                "hooks": [
-                    {
-                        "name": "h",
-                        "on_create": [{"secret_file": ".netrc", "secret": "tok"}, {"run": run}],
-                    }
-                ],
-            },
-        },
-    }
-    path = tmp_path / "agent.yaml"
-    path.write_text(json.dumps(document))
-    return path
-
-
 @pytest.mark.parametrize(
     ("run", "value"),
     [("od -An -c {{ x.f }}", '{"f": ".netrc"}'), ("grep -rn {{ x.f }} .", '{"f": "-ohe."}')],
@@ -470,7 +447,12 @@ def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
 ) -> None:
     """G5 end to end (the review's S1 and S2): without the checks, the secret
     comes out one character at a time, past the scrubber."""
-    path = _secret_file_agent(tmp_path, run)
+    path = one_step_agent(
+        tmp_path,
+        run,
+        before=[{"secret_file": ".netrc", "secret": "tok"}],
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
     result = subprocess.run(
         [*RUNNER_CLI, "run", str(path), "--input", f"acme.x={value}"],
         capture_output=True,

@@ -24,7 +24,9 @@ def agent_yaml(folder: Path, name: str, text: str, tail: str = "") -> Path:
 def one_step_agent(tmp_path: Path, run: str, **extra: Any) -> Path:
     """``tmp_path/agent.yaml``: input ``acme.x`` as ``x``, one local hook
     whose ``on_create`` is one ``run`` step (``extra``: the step's keys;
-    ``top=`` and ``environment=``: keys of the document and environment)."""
+    ``top=`` and ``environment=``: keys of the document and environment;
+    ``before=``: steps that run first, a ``secret_file:`` say)."""
+    before = extra.pop("before", [])
     document = {
         "version": 1,
         "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
@@ -34,7 +36,7 @@ def one_step_agent(tmp_path: Path, run: str, **extra: Any) -> Path:
             "environment": {
                 "sandbox": "local",
                 **extra.pop("environment", {}),
-                "hooks": [{"name": "h", "on_create": [{"run": run, **extra}]}],
+                "hooks": [{"name": "h", "on_create": [*before, {"run": run, **extra}]}],
             },
         },
     }
