@@ -122,12 +122,14 @@ def _guard_filter(as_text: Any) -> Any:
             from ..core.redaction import secret_text_forms
 
             lines = [each.strip() for each in text.splitlines() if each.strip()]
-            if len(lines) > 1 and any(len(each) < 3 for each in lines):
+            if any(len(each) < 3 for each in lines):
+                # also one word under 3 characters: a loop over a secret's
+                # characters or a slice of it (review 22's I6)
                 # output is scrubbed a line at a time: `| list | join("\n")`
                 # prints a secret a character a line (review 21's H7)
                 raise UnsafeTemplateError(
-                    f"the {{{{ }}}} on line {line} prints a word of a secret input split into "
-                    "lines too short to mask (under 3 characters); the value is not shown"
+                    f"the {{{{ }}}} on line {line} prints a word (or a line) of a secret input "
+                    "too short to mask (under 3 characters); the value is not shown"
                 )
             add_secrets(secret_text_forms(text))
         return value

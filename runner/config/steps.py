@@ -240,6 +240,7 @@ class RunStep(Step):
                 context,
                 shell=shell if isinstance(shell, str) else None,
                 secret_files=_secret_files.get(sandbox, ()),
+                env=env,
             ),
             timeout_seconds=self.timeout_seconds,
             env=env or None,

@@ -114,15 +114,18 @@ class Template:
         *,
         shell: str | None = None,
         secret_files: Collection[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> str:
         """The text to run.  For a ``run`` command this is the guarantee:
         the exact text is checked with sentinels before any value goes in,
         as the shell that runs it (``shell``: its path or name; None: bash)
         reads it.  ``secret_files``: the files ``secret_file:`` steps wrote in
-        this sandbox, which no value may name for a program to read."""
+        this sandbox, which no value may name for a program to read.
+        ``env``: the step's templated ``env:`` values as rendered, put in
+        where the script uses them (``tee "$OUT"``: review 22's I2)."""
         if self.tree is None:
             if self.shell and self.tainted:
-                _refuse_unsafe(self.source, [], self.tainted, shell, self.consumers, self.exported)
+                self._check_words(self.source, _RenderedValues(), shell, secret_files, env)
             return self.source
         if self._compiled is None:
             environment = _SHELL if self.shell else _TEXT
@@ -135,7 +138,6 @@ class Template:
             text = self._compiled.render(**context)
         finally:
             _RENDERING.reset(token)
-        sentinels = values.sentinels
         if not values.all_present(text):
             # A value was printed, then rewritten (an escaping or filtering tag):
             # the command would not hold the value the check saw.
@@ -143,13 +145,27 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
+        self._check_words(text, values, shell, secret_files, env)
+        return values.substitute(text)
+
+    def _check_words(
+        self,
+        text: str,
+        values: Any,
+        shell: str | None,
+        secret_files: Collection[str],
+        env: Mapping[str, str] | None,
+    ) -> None:
+        """The checker on ``text`` (sentinels in), then the words it reports
+        checked with the values and templated ``env:`` values put in."""
         destinations: set[str] = set()
         reads: set[str] = set()
         read_sources: set[str] = set()
         options: set[str] = set()
+        option_sources: set[str] = set()
         _refuse_unsafe(
             text,
-            sentinels,
+            values.sentinels,
             self.tainted,
             shell,
             self.consumers,
@@ -158,12 +174,34 @@ class Template:
             reads,
             read_sources,
             options,
+            option_sources,
         )
-        _refuse_system_destinations(values, destinations)
-        _refuse_process_reads(values, reads, read_sources)
-        _refuse_secret_file_reads(values, reads, read_sources, secret_files)
-        _refuse_option_values(values, options)
-        return values.substitute(text)
+        words = _WithEnv(values, {n: v for n, v in (env or {}).items() if n in self.tainted})
+        _refuse_system_destinations(words, destinations)
+        _refuse_process_reads(words, reads, read_sources)
+        _refuse_secret_file_reads(words, reads, read_sources, secret_files)
+        _refuse_option_values(words, options, option_sources)
+
+
+class _WithEnv:
+    """A render's values, and the step's templated ``env:`` values, which the
+    checker's words spell ``${NAME}`` (``held_text``)."""
+
+    def __init__(self, values: Any, env: Mapping[str, str]) -> None:
+        self.values = values
+        self.env = env
+
+    def literal(self, word: str) -> str:
+        text = self.values.literal(word)
+        for name, value in self.env.items():
+            text = text.replace("${" + name + "}", literal_text(value))
+        return text
+
+    def unquoted(self, word: str) -> str:
+        text = self.values.unquoted(word)
+        for name, value in self.env.items():
+            text = text.replace("${" + name + "}", value)
+        return text
 
 
 def _refuse_system_destinations(values: Any, destinations: set[str]) -> None:
@@ -256,7 +294,7 @@ def _refuse_secret_file_reads(
     if not names:
         return
     lowered = {name.lower() for name in names}
-    named = any(posixpath.basename(values.literal(w).rstrip("/")) in names for w in reads) or any(
+    named = any(_names_one_of(values.literal(w), names) for w in reads) or any(
         any(name in values.unquoted(text).replace("\\", "").lower() for name in lowered)
         for text in sources
     )
@@ -268,18 +306,41 @@ def _refuse_secret_file_reads(
         )
 
 
-def _refuse_option_values(values: Any, options: set[str]) -> None:
+def _names_one_of(word: str, names: set[str]) -> bool:
+    """Might ``word`` (a literal text; a value's own pattern characters are
+    inert) name a file whose last name is one of ``names``, its own glob too
+    (``{{ dir }}/*.txt``: review 22's I4)?"""
+    import fnmatch
+    import posixpath
+
+    last = posixpath.basename(word.rstrip("/"))
+    if any(c in last for c in "*?["):
+        return any(fnmatch.fnmatchcase(name, last) for name in names)
+    return last in names
+
+
+def _refuse_option_values(values: Any, options: set[str], sources: Collection[str] = ()) -> None:
     """A value that starts a program's argument before ``--`` may not start
     with ``-``: the program would read it as an option (``grep -rn {{ q }} .``
     with ``-ohe.`` printed a secret file one character a line: the
     twentieth review's G5).  The message never shows the value."""
-    if any(values.literal(word).startswith("-") for word in options):
+    pieces = any(_may_cut_an_option(values.unquoted(text)) for text in sources)
+    if pieces or any(values.literal(word).startswith("-") for word in options):
         raise UnsafeTemplateError(
             "run command refused before it ran: a value that starts with - reaches a "
             "program where it would be read as an option; put -- before the program's "
             "operands (grep -rn -- {{ q }} .), or glue the value to its option "
             "(--regexp={{ q }}), or declare the input no_leading_option"
         )
+
+
+def _may_cut_an_option(text: str) -> bool:
+    """Could ``read`` cut from ``text`` a piece that starts with ``-`` (at
+    a line's or a field's start, or after any character that is not a
+    letter or digit, which a script's own IFS may split at: review 22's I3)?"""
+    import re
+
+    return re.search(r"(^|[^0-9A-Za-z])-", text, flags=re.M) is not None
 
 
 def may_spell_a_process_path(text: str) -> bool:
@@ -325,6 +386,7 @@ def _refuse_unsafe(
     reads: set[str] | None = None,
     read_sources: set[str] | None = None,
     options: set[str] | None = None,
+    option_sources: set[str] | None = None,
 ) -> None:
     from .shell.checker import check_script
 
@@ -339,6 +401,7 @@ def _refuse_unsafe(
         reads=reads,
         read_sources=read_sources,
         options=options,
+        option_sources=option_sources,
     )
     if findings:
         where = "; ".join(

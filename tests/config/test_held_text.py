@@ -305,3 +305,32 @@ def test_review_21s_static_cases_are_refused(source, shell, rule) -> None:
 def test_bash_keywords_stay_allowed_after_a_planting() -> None:
     source = "printf '%s\\n' {{ x.v }} > {{ x.p }}; time /usr/bin/wc f"
     assert compile_template(source, shell=True, fields_by_name={"x": None})[1] == []
+
+
+# -- the twenty-second review ----------------------------------------------------
+
+
+def test_a_process_substitution_runs_beside_a_planting() -> None:
+    """I1: ``<(sleep 2; date)`` runs in the background, like ``&``."""
+    source = (
+        "echo started <(/usr/bin/sleep 2; date -u +%T); mkdir -p bin; "
+        "printf '%s\\n' {{ x.v }} > {{ x.p }}; /bin/chmod 755 {{ x.p }}"
+    )
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[planted-name]" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"), [("-ohe.", True), ("x -v", True), ("feature-x", False)]
+)
+def test_a_piece_cut_by_read_may_not_start_an_option(value, refused) -> None:
+    """I3: ``read -r q <<< {{ x }}; grep -rn "$q" .`` with ``-ohe.``."""
+    template, problems = compile_template(
+        'read -r q <<< {{ x.v }}; grep -rn "$q" .', shell=True, fields_by_name={"x": None}
+    )
+    assert problems == []
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="read as an option"):
+            template.render({"x": Fields({"v": value})})
+    else:
+        template.render({"x": Fields({"v": value})})

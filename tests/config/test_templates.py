@@ -463,3 +463,39 @@ def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
     assert result.returncode == 2, result.stderr
     output = result.stdout + result.stderr
     assert "h   u   n   t" not in output and ":h\n" not in output and "\nu\n" not in output
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "message"),
+    [
+        ('printf "%s\\n" {{ x.q }} | tee -- "$OUT"', {"OUT": "/etc/profile.d/z.sh"}, "system"),
+        ('cd -- "$D" && od -An -c -- {{ x.q }}', {"D": "/dev"}, "cd goes"),
+        ('od -An -c "/pr$D"{{ x.q }}', {"D": "oc/self/"}, "/proc"),
+        ('grep -rn "$D" . ; echo {{ x.q }}', {"D": "-ohe."}, "read as an option"),
+        ('od -An -c "$D"; echo {{ x.q }}', {"D": "sub/.netrc"}, "secret_file"),
+    ],
+)
+def test_a_templated_env_value_is_checked_where_the_script_uses_it(source, env, message) -> None:
+    """Review 22's I2: a templated ``env:`` value was checked alone (/proc,
+    TMPDIR...), not in the word the script used it in."""
+    template, problems = compile_template(
+        source,
+        shell=True,
+        fields_by_name={"x": None},
+        tainted_env=list(env),
+        exported_env=list(env),
+    )
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match=message):
+        template.render({"x": Fields({"q": "environ"})}, env=env, secret_files={"/w/.netrc"})
+    template.render({"x": Fields({"q": "notes"})}, env=dict.fromkeys(env, "out/notes.txt"))
+
+
+def test_a_glob_beside_a_value_may_not_reach_a_secret_file() -> None:
+    """Review 22's I4: ``od -c {{ dir }}/*.txt`` with a secret_file creds/token.txt."""
+    template, _ = compile_template(
+        "od -An -c -- {{ x.q }}/*.txt", shell=True, fields_by_name={"x": None}
+    )
+    with pytest.raises(UnsafeTemplateError, match="secret_file"):
+        template.render({"x": Fields({"q": "creds"})}, secret_files={"creds/token.txt"})
+    template.render({"x": Fields({"q": "creds"})}, secret_files={"creds/token.pem"})

@@ -356,7 +356,15 @@ def test_each_line_of_a_multi_line_secret_is_masked_with_every_line_printed(tmp_
     assert_nowhere(everything, {"line 2": "MIIBVAIBADANBgkqhkiG9w0B", "line 3": "AQEFAASCAT4w"})
 
 
-def test_a_secret_input_split_into_characters_is_refused(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "run",
+    [
+        "printf '%s\\n' {{ s.v | list | join('\\n') }}",
+        "{% for c in s.v %}printf '%s\\n' {{ c }}\n{% endfor %}",  # review 22's I6
+        "printf '%s\\n' {{ s.v[0:2] }} {{ s.v[2:4] }}",
+    ],
+)
+def test_a_secret_input_split_into_characters_is_refused(tmp_path, run) -> None:
     """``{{ s.v | list | join('\\n') }}`` printed a secret a character a line,
     a word the runner rendered itself."""
     config = write_config(
@@ -372,12 +380,12 @@ def test_a_secret_input_split_into_characters_is_refused(tmp_path) -> None:
             hooks:
               - name: show
                 on_create:
-                  - run: printf '%s\\n' {{ s.v | list | join("\\n") }}
-        """,
+                  - run: RUN
+        """.replace("RUN", json.dumps(run)),
     )
     code, text = runner(
         "run", str(config), "--input", 'acme.s={"v": "hunter2secret"}', cwd=tmp_path, env={}
     )
     assert code == 2, text
-    assert "lines too short to mask" in text
+    assert "too short to mask" in text
     assert "h\nu\nn" not in text

@@ -143,6 +143,7 @@ def check_script(
     reads: set[str] | None = None,
     read_sources: set[str] | None = None,
     options: set[str] | None = None,
+    option_sources: set[str] | None = None,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -158,7 +159,8 @@ def check_script(
     the values in (``system_paths``).  ``reads``, likewise, the words in
     which a value names a file a program or the shell opens, and
     ``read_sources`` the texts ``read`` cuts such a word from (``held_text``),
-    and ``options`` the words a value starts before a program's ``--``.
+    ``options`` the words a value starts before a program's ``--``, and
+    ``option_sources`` the texts ``read`` cut such a word from.
     """
     if not sentinels and not tainted:
         return []
@@ -188,4 +190,6 @@ def check_script(
         read_sources.update(check.value_read_sources)
     if options is not None:
         options.update(check.value_option_words)
+    if option_sources is not None:
+        option_sources.update(check.value_option_sources)
     return findings

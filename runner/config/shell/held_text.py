@@ -142,7 +142,8 @@ class HeldTextCheck(CheckState):
         if not definitions:
             # a templated env: value the script never assigns: the render
             # checks that value itself (refuse_unsafe_env_values)
-            return Held("exact", ()) if name in self.env_tainted else None
+            # (templates puts the rendered value in for ${NAME}: review 22's I2)
+            return Held("exact", ("${" + name + "}",)) if name in self.env_tainted else None
         if name in self.env_tainted:
             return None  # the env value or what the script assigns: both unknown here
         exact: list[str] = []

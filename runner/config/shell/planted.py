@@ -63,8 +63,10 @@ class PlantedNamesCheck(CheckState):
         if not plantings:
             return
         start = min(self._scope_start(node) for node in plantings)
-        if any(node.type == "&" for node in self.tree.nodes):
-            start = 0  # cmd & runs beside the write, whatever the order (review 21's H2)
+        if any(node.type in ("&", "process_substitution") for node in self.tree.nodes):
+            # cmd & and <(cmd) run beside the write, whatever the order
+            # (review 21's H2, review 22's I1)
+            start = 0
         builtins = BUILTINS if self.dialect == "bash" else BUILTINS & _POSIX_BUILTINS
         writers = {self._command_of(node) for node in plantings}
         risks = [self._risk(node) for node in plantings]

@@ -132,6 +132,8 @@ class CheckState:
         #: of a program before ``--``: the render refuses one that starts
         #: with ``-`` (an option: the twentieth review's ``grep -rn -ohe. .``)
         self.value_option_words: set[str] = set()
+        #: the texts ``read`` cut such an argument from (review 22's I3)
+        self.value_option_sources: set[str] = set()
         #: name -> every (node, kind) that assigns it (``taint``)
         self.definitions: dict[str, list[tuple[Any, str]]] = {}
 

@@ -107,6 +107,10 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
             if self.sentinel_index(first) is not None or (
                 first.type in ("simple_expansion", "expansion") and self.carries(first)
             ):
+                name = self.sole_variable(word)
+                held = self.held(name) if name is not None else None
+                if held is not None and held.kind == "part":
+                    self.value_option_sources.update(held.texts)  # read -r q <<< {{ x }}; grep "$q"
                 self.value_option_words.update(self.word_texts(word) or [])
 
     def _may_plant(self, node: Any) -> bool:
