@@ -67,13 +67,22 @@ def docker_config(tmp_path: Path, hooks: str, **extra: str) -> Path:
 SLOW_CREATE = "- name: slow\n  on_create: [{run: sleep 120, timeout_seconds: 300}]\n"
 
 
+def kill_holding_one_container(process: subprocess.Popen[str], docker_client) -> None:
+    """SIGKILL the runner once its one container is seen, while its owner lives.
+
+    Counted before the kill, not after: under pytest -n 2 the other worker's
+    runner sweeps a container whose owner is dead, so a count taken after the
+    kill races it (CI saw that race in each of these tests).
+    """
+    assert len(containers_of(docker_client, process.pid)) == 1
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+
 def test_a_killed_runner_leaves_a_container_that_gc_removes(tmp_path, docker_client) -> None:
     process = start_runner(docker_config(tmp_path, SLOW_CREATE))
     wait_for(process, "slow.on_create")
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    orphans = containers_of(docker_client, process.pid)
-    assert len(orphans) == 1
+    kill_holding_one_container(process, docker_client)
     gc = subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, text=True, timeout=60)
     assert gc.returncode == 0, gc.stderr
     # Judged by what is left: under pytest -n 2 the other worker's runner may
@@ -85,9 +94,7 @@ def test_a_killed_runner_leaves_a_container_that_gc_removes(tmp_path, docker_cli
 def test_the_next_run_sweeps_what_a_killed_runner_left(tmp_path, docker_client) -> None:
     process = start_runner(docker_config(tmp_path, SLOW_CREATE))
     wait_for(process, "slow.on_create")
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    assert len(containers_of(docker_client, process.pid)) == 1
+    kill_holding_one_container(process, docker_client)
     quick = docker_config(tmp_path, "- name: quick\n  on_create: [{run: 'true'}]\n")
     result = subprocess.run(
         [*RUNNER_CLI, "run", str(quick)],
@@ -116,9 +123,7 @@ def test_a_runner_killed_mid_turn_is_swept_too(tmp_path, docker_client) -> None:
         while not server.requests and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.requests, "the turn never reached the model"
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert len(containers_of(docker_client, process.pid)) == 1
+        kill_holding_one_container(process, docker_client)
     subprocess.run([*RUNNER_CLI, "gc"], capture_output=True, timeout=60)
     assert containers_of(docker_client, process.pid) == []
 
