@@ -194,6 +194,7 @@ def guard_outputs(
             secret = any(g.secret for g in found)
             if not labels and not secret:
                 continue
+            template.reads_secret |= secret
             line = child.lineno
             output.nodes[index] = nodes.Filter(
                 child,

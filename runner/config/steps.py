@@ -46,8 +46,9 @@ current_step_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-#: The files ``secret_file:`` steps wrote in each sandbox: a run step's value
-#: may not name one for a program to read (``Template.render``).
+#: The files ``secret_file:`` steps, and ``write:`` steps whose content reads
+#: a secret input, wrote in each sandbox: a run step's value may not name one
+#: for a program to read (``Template.render``).
 _secret_files: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
@@ -281,7 +282,10 @@ class WriteStep(Step):
         secrets: Mapping[str, str],
     ) -> dict:
         data = self.content.render(context).encode("utf-8")
-        await ctx.sandbox.write_file(self.path.render(context), data)
+        target = self.path.render(context)
+        if self.content.reads_secret:  # a secret's file, like secret_file: (review 22's I5)
+            _secret_files.setdefault(ctx.sandbox, set()).add(target)
+        await ctx.sandbox.write_file(target, data)
         return {"bytes": len(data)}
 
 

@@ -78,6 +78,7 @@ class Template:
         "consumers",
         "exported",
         "names",
+        "reads_secret",
         "shell",
         "source",
         "tainted",
@@ -102,6 +103,9 @@ class Template:
         self.consumers = consumers
         #: the step's env: names: exported before the script runs
         self.exported = exported
+        #: a {{ }} of it reads a ``secret: true`` input (``guard_outputs`` sets it):
+        #: a ``write:`` whose content does fills a file no value may name for a read
+        self.reads_secret = False
         self._compiled: Any = None
 
     @property
@@ -119,8 +123,9 @@ class Template:
         """The text to run.  For a ``run`` command this is the guarantee:
         the exact text is checked with sentinels before any value goes in,
         as the shell that runs it (``shell``: its path or name; None: bash)
-        reads it.  ``secret_files``: the files ``secret_file:`` steps wrote in
-        this sandbox, which no value may name for a program to read.
+        reads it.  ``secret_files``: the files ``secret_file:`` steps, and
+        ``write:`` steps whose content reads a secret input, wrote in this
+        sandbox, which no value may name for a program to read.
         ``env``: the step's templated ``env:`` values as rendered, put in
         where the script uses them (``tee "$OUT"``: review 22's I2)."""
         if self.tree is None:
@@ -286,7 +291,8 @@ def _refuse_secret_file_reads(
 ) -> None:
     """A value may not name, for a program to read, a file a ``secret_file:``
     step wrote: ``od -c {{ f }}`` with ``.netrc`` printed the secret in a
-    form the scrubber does not know (the twentieth review's G5).  Judged by
+    form the scrubber does not know (the twentieth review's G5), nor one a
+    ``write:`` step filled from a secret input (review 22's I5).  Judged by
     the file's last name, whatever directory the value puts before it."""
     import posixpath
 
@@ -301,8 +307,9 @@ def _refuse_secret_file_reads(
     if named:
         raise UnsafeTemplateError(
             "run command refused before it ran: a value names a file a secret_file: step "
-            "wrote, for a program to read (it could print the secret in a form the "
-            "scrubber does not know); read it with a fixed name in the template"
+            "(or a write: step from a secret input) wrote, for a program to read (it could "
+            "print the secret in a form the scrubber does not know); read it with a fixed "
+            "name in the template"
         )
 
 

@@ -212,6 +212,18 @@ def test_no_bare_program_name_after_a_value_chose_where_a_file_lands(source) -> 
     assert any("[planted-name]" in p.message for p in problems), problems
 
 
+def test_the_planted_name_hint_names_the_refused_program() -> None:
+    """Review 22's U1: the fix names the program refused, not the table's wc."""
+    _, problems = compile_template(
+        "mkdir -p -- {{ x.p }} && cp -- build.log {{ x.p }}/ && ls -l -- {{ x.p }}",
+        shell=True,
+        fields_by_name={"x": None},
+    )
+    messages = [p.message for p in problems if "[planted-name]" in p.message]
+    assert messages and all("/usr/bin/wc" not in m for m in messages), messages
+    assert any("(mkdir)" in m and "/usr/bin/mkdir" in m for m in messages), messages
+
+
 #: What may follow such a write: builtins, programs by their system path,
 #: and writes that leave no content (touch, mkdir).
 NOT_PLANTING = [

@@ -432,7 +432,7 @@ def test_a_value_may_not_start_a_programs_option(source, value, refused) -> None
 def test_a_value_may_not_name_a_secret_file_for_a_program_to_read(source, value) -> None:
     template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
     assert problems == []
-    with pytest.raises(UnsafeTemplateError, match="a file a secret_file: step wrote"):
+    with pytest.raises(UnsafeTemplateError, match="a file a secret_file: step"):
         template.render({"x": Fields({"q": value})}, secret_files={"/w/.netrc"})
     template.render({"x": Fields({"q": value})})  # no secret file: nothing to refuse
     template.render({"x": Fields({"q": "notes.txt"})}, secret_files={"/w/.netrc"})
@@ -463,6 +463,46 @@ def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
     assert result.returncode == 2, result.stderr
     output = result.stdout + result.stderr
     assert "h   u   n   t" not in output and ":h\n" not in output and "\nu\n" not in output
+
+
+@pytest.mark.parametrize(("content", "refused"), [("t={{ s.token }}\n", True), ("hi\n", False)])
+def test_a_value_cannot_print_a_file_a_write_step_filled_from_a_secret_input(
+    tmp_path: Path, content: str, refused: bool
+) -> None:
+    """Review 22's I5 (its t/W1): a ``write:`` whose content reads a secret
+    input fills a file as secret as a ``secret_file:``; ``od -c {{ f }}``
+    naming it printed the token a character at a time.  A ``write:`` of
+    other text stays readable."""
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c -- {{ x.f }}",
+        before=[{"write": "npmrc.txt", "content": content}],
+        top={
+            "inputs": {
+                "acme.x": {"as": "x", "schema": {"type": "object"}},
+                "acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}},
+            }
+        },
+    )
+    result = subprocess.run(
+        [
+            *RUNNER_CLI,
+            "run",
+            str(path),
+            *("--input", 'acme.x={"f": "npmrc.txt"}'),
+            *("--input", 'acme.s={"token": "hunter2secret"}'),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output
+    if refused:
+        assert result.returncode == 2, output
+        assert "write: step from a secret input" in output
+    else:
+        assert result.returncode == 0, output  # the step ran: od read the file
 
 
 @pytest.mark.parametrize(

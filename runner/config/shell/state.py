@@ -35,6 +35,9 @@ class Finding(NamedTuple):
     @property
     def message(self) -> str:
         what, hint = RULES[self.rule]
+        if self.rule == "planted-name" and IDENTIFIER.fullmatch(self.detail.replace("-", "_")):
+            # the refused program's own path, not the table's example (review 22's U1)
+            hint = hint.replace("/usr/bin/wc", f"/usr/bin/{self.detail}")
         detail = f" ({self.detail})" if self.detail else ""
         whole = self.index is None and self.rule not in ("syntax", "heredoc", "quoted")
         subject = "a script with values:" if whole else "{{ }}"
