@@ -137,6 +137,33 @@ async def test_a_killed_spawner_costs_only_the_command_in_flight(docker_backend)
         assert box.channel is not None and box.channel.alive
 
 
+async def test_a_spawner_killed_before_it_took_a_command_costs_nothing(docker_backend) -> None:
+    """The sweep after a turn kills every process of the agent's uid, the
+    spawner too, and the next command may reach it as it dies (a flake
+    under load: "stopped answering").  Here the spawner is stopped, a
+    command queued to it, then it is killed: the command runs once, in
+    the helper (its parent is root: the path was taken), and succeeds."""
+    async with await open_session(docker_backend) as session:
+        box = session.sandbox
+        spawner = (await box.execute("echo $PPID")).stdout.strip()
+        assert (await box.execute_as_root(f"kill -STOP {spawner}")).exit_code == 0
+        results = []
+
+        async def queued() -> None:
+            command = "echo ran >> /tmp/count; stat -c %u /proc/$PPID"
+            results.append(await box.execute(command, timeout_seconds=60))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(queued)
+                await anyio.sleep(2)  # the request reaches the stopped spawner
+                assert (await box.execute_as_root(f"kill -KILL {spawner}")).exit_code == 0
+        [result] = results
+        assert (result.exit_code, result.stdout) == (0, "0\n"), result
+        assert (await box.execute("wc -l < /tmp/count")).stdout.strip() == "1"
+        assert box.channel is not None and box.channel.alive
+
+
 async def test_a_stopped_spawner_is_answered_after_the_timeout(docker_backend) -> None:
     """SIGSTOP holds the spawner's answer; the helper gives up on it at the
     command's timeout plus its grace (4 s), kills it, and goes on."""

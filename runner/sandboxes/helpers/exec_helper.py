@@ -276,6 +276,9 @@ SPAWNERS_LOCK = threading.Lock()
 #: How long past a command's timeout the spawner's answer may take (its
 #: own grace for output held open is 2 s) before the helper gives up on it.
 SPAWNER_GRACE_SECONDS = 4.0
+#: What a spawner sends first, once it has read a request and before it
+#: starts anything: the helper then knows whether the command may have run.
+TAKEN = b"T"
 #: The largest answer header a spawner may send (a body is bounded by the cap).
 SPAWNER_MAX_HEADER = 1 << 16
 
@@ -318,7 +321,9 @@ class Spawner:
     open its descriptors.  The agent can signal it, as it can signal its own
     commands: a stopped or killed spawner costs only the command in flight
     (answered as an error once its timeout and ``SPAWNER_GRACE_SECONDS``
-    have passed); the helper then kills it and starts a new one.
+    have passed); the helper then kills it and starts a new one.  One
+    killed before it took a command (it says ``TAKEN`` first) costs
+    nothing: the helper starts that command itself.
     """
 
     def __init__(self, pid, control):
@@ -381,6 +386,10 @@ class Spawner:
             theirs.close()
         try:
             header, stdout, stderr = self._exchange(ours, request, on_output)
+        except SpawnerGone:
+            with SPAWNERS_LOCK:
+                self.stop()
+            raise
         except (EOFError, OSError, ValueError, KeyError, TypeError) as exc:
             # Stopped, killed or broken: it may have run part of the command.
             with SPAWNERS_LOCK:
@@ -405,6 +414,15 @@ class Spawner:
         conn.settimeout(max(0.01, deadline - time.time()))
         conn.sendall(struct.pack(">I", len(data)) + data)
         conn.settimeout(None)
+        try:
+            taken = recv_exact(conn, len(TAKEN), deadline)
+        except (EOFError, ConnectionResetError):
+            # Gone before it took the request (killed with it queued: the
+            # sweep of the agent's processes after a turn kills the spawner
+            # too, and a command may reach it as it dies): nothing ran.
+            raise SpawnerGone() from None
+        if taken != TAKEN:
+            raise ValueError("no answer to a request")
         while True:
             size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
             if size > SPAWNER_MAX_HEADER:
@@ -549,6 +567,9 @@ def spawn_one(fd):
             size = struct.unpack(">I", recv_exact(conn, 4, deadline))[0]
             request = loads(recv_exact(conn, size, deadline).decode("utf-8"))
             request["user"] = None  # it already is that user
+            # Taken, before anything runs: an end before this proves the
+            # command never started, and the helper starts it itself.
+            conn.sendall(TAKEN)
 
             def on_output(stream, chunk):
                 data = dumps({"output": stream, "size": len(chunk)}).encode("utf-8")
