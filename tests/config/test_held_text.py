@@ -107,6 +107,33 @@ def test_a_destination_through_a_variable_is_checked(source, place) -> None:
         template.render({"x": Fields({"p": place})})
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        'p=({{ x.q }}); od -c -- "$p"',  # an array's texts are not followed: unknown
+        'while read -r p; do od -c -- "$p"; done < <(printf "%s\\n" {{ x.q }})',
+    ],
+)
+def test_what_held_text_cannot_follow_is_a_computed_path(source) -> None:
+    """Besides any other rule the line breaks ([assignment] for the array)."""
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[computed-path]" in p.message for p in problems), problems
+
+
+def test_a_while_read_loop_over_a_here_string_is_followed() -> None:
+    """``read`` in a ``while`` condition takes the loop's here-string: a
+    piece of the value, checked when the step renders, not refused."""
+    template, problems = compile_template(
+        'while read -r p; do od -c -- "$p"; done <<< {{ x.q }}',
+        shell=True,
+        fields_by_name={"x": None},
+    )
+    assert problems == [], problems
+    template.render({"x": Fields({"q": "notes.txt"})})
+    with pytest.raises(UnsafeTemplateError, match="/proc"):
+        template.render({"x": Fields({"q": "/proc/self/environ"})})
+
+
 def test_a_static_destination_spelled_with_a_variable_is_refused() -> None:
     """cp's operand "$d/ld.so.preload" was read as an option (it is not
     fixed before the script runs), so no destination was checked."""
@@ -235,6 +262,8 @@ NOT_PLANTING = [
     # the written file's name ends in fixed text no later program has
     "echo ran >> {{ x.p }}.count; touch in-step-2",
     "printf '%s\\n' {{ x.v }} > {{ x.p }}/wc; ls",
+    # after a cd a value chose, a file of a fixed name plants that name only
+    "cd -- {{ x.p }} && printf '%s\\n' {{ x.v }} > notes.txt; wc -c notes.txt",
 ]
 
 
