@@ -375,3 +375,18 @@ def test_a_piece_cut_by_read_may_not_start_an_option(value, refused) -> None:
             template.render({"x": Fields({"v": value})})
     else:
         template.render({"x": Fields({"v": value})})
+
+
+def test_a_value_changed_in_the_template_may_name_a_file() -> None:
+    """Review 22's U2: the fix [computed-path] offers for ``safe="${n//\\//-}"``."""
+    template, problems = compile_template(
+        "mkdir -p -- out/{{ x.branch | replace('/', '-') }}",
+        shell=True,
+        fields_by_name={"x": None},
+    )
+    assert problems == [], problems
+    assert template.render({"x": Fields({"branch": "feat/a b"})}) == "mkdir -p -- out/'feat-a b'"
+    _, refused = compile_template(
+        'n={{ x.branch }}; mkdir -p -- "out/${n//\\//-}"', shell=True, fields_by_name={"x": None}
+    )
+    assert any("replace('/', '-')" in p.message for p in refused), refused

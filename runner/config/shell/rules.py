@@ -177,7 +177,8 @@ RULES: dict[str, tuple[str, str]] = {
         "($( ), a pipe or a file into read, mapfile, printf -v, p+=, $_)",
         "name the file with {{ x }} itself, or with a variable assigned words of literal "
         "text and values (p=out/{{ x }}), a for loop over such words, or read from a "
-        "here-string of them (read -r f <<< {{ x }}); text a program computed from a value "
+        "here-string of them (read -r f <<< {{ x }}); change a value in the template, not "
+        "in the shell ({{ x | replace('/', '-') }}); text a program computed from a value "
         "may reach builtins (echo, printf, test) only",
     ),
     "planted-name": (
