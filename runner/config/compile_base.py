@@ -191,6 +191,21 @@ class CompilerBase:
                     )
         return found
 
+    def host_secret_files(self) -> frozenset[str]:
+        """The host files ``from_file:`` secrets are read from, as named and as
+        resolved: a run step's value may not name one for a program to read
+        (the local sandbox runs on this host, and an ``upload:`` may copy one
+        in: review 23's J1).  Judged by last name, like a ``secret_file:``."""
+        import os
+
+        found: set[str] = set()
+        for spec in self.secret_specs.values():
+            named = spec.get("from_file") if isinstance(spec, dict) else None
+            if isinstance(named, str) and named:
+                given = self.paths.config_dir / named
+                found |= {str(given), os.path.realpath(given)}
+        return frozenset(found)
+
     def host_path(self, path: JsonPath, source: str) -> Template | None:
         template = self.template(path, source, shell=False)
         if template is not None and template.is_static:

@@ -92,6 +92,7 @@ class HooksCompiler(CompilerBase):
                     cwd=cwd,
                     check=spec.get("check", True),
                     secret_env=secret_env,
+                    host_secret_files=self.host_secret_files(),
                 )
         elif "write" in spec:
             target = self.template((*path, "write"), spec["write"], shell=False)

@@ -15,7 +15,7 @@ import inspect
 import shlex
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -193,6 +193,7 @@ class RunStep(Step):
         cwd: Template | None = None,
         check: bool = True,
         secret_env: dict[str, str] | None = None,  # ENV_NAME -> secret name
+        host_secret_files: Collection[str] = (),  # from_file: secrets' files
     ) -> None:
         super().__init__(label=label)
         self.command = command
@@ -201,6 +202,7 @@ class RunStep(Step):
         self.cwd = cwd
         self.check = check
         self.secret_env = secret_env or {}
+        self.host_secret_files = frozenset(host_secret_files)
 
     def describe(self, context: Mapping[str, Any]) -> str:
         return self.command.render(context)
@@ -240,7 +242,7 @@ class RunStep(Step):
             self.command.render(
                 context,
                 shell=shell if isinstance(shell, str) else None,
-                secret_files=_secret_files.get(sandbox, ()),
+                secret_files=self.host_secret_files | _secret_files.get(sandbox, set()),
                 env=env,
             ),
             timeout_seconds=self.timeout_seconds,

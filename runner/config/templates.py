@@ -238,9 +238,9 @@ def is_safe_destination(path: str) -> bool:
 
     from .shell.proc_paths import names_process_path
     from .shell.system_paths import names_program_directory, names_system_path
+    from .shell.system_paths import program_search_path as search_path
 
     parts = path.split("/")
-    search_path = ":".join([os.environ.get("PATH", ""), *_python_directories()])
     return not (
         names_system_path(path)
         # cd {{ d }} into /dev/fd or /dev, then od ../environ or fd/3 (review 21's H1)
@@ -249,20 +249,9 @@ def is_safe_destination(path: str) -> bool:
         or ".." in parts
         or (path.startswith("~") and len(parts) > 1)
         or names_program_directory(
-            path, search_path, os.environ.get("HOME", os.path.expanduser("~"))
+            path, search_path(), os.environ.get("HOME", os.path.expanduser("~"))
         )
     )
-
-
-def _python_directories() -> list[str]:
-    """Where the runner's own Python loads code from at its next start: its
-    prefix (a venv: ``lib/.../site-packages/x.pth`` runs in every later
-    ``runner``, the twentieth review's V1) and its site-packages."""
-    import site
-    import sys
-
-    found = {sys.prefix, sys.exec_prefix, *site.getsitepackages()}
-    return sorted(d for d in found if d.startswith("/") and d.strip("/"))
 
 
 def _refuse_process_reads(values: Any, reads: set[str], sources: Collection[str] = ()) -> None:
@@ -306,10 +295,10 @@ def _refuse_secret_file_reads(
     )
     if named:
         raise UnsafeTemplateError(
-            "run command refused before it ran: a value names a file a secret_file: step "
-            "(or a write: step from a secret input) wrote, for a program to read (it could "
-            "print the secret in a form the scrubber does not know); read it with a fixed "
-            "name in the template"
+            "run command refused before it ran: a value names a secret's file for a program "
+            "to read (one a secret_file: step wrote, a write: step filled from a secret "
+            "input, or a from_file: secret is read from; it could print the secret in a "
+            "form the scrubber does not know); read it with a fixed name in the template"
         )
 
 

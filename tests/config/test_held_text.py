@@ -390,3 +390,58 @@ def test_a_value_changed_in_the_template_may_name_a_file() -> None:
         'n={{ x.branch }}; mkdir -p -- "out/${n//\\//-}"', shell=True, fields_by_name={"x": None}
     )
     assert any("replace('/', '-')" in p.message for p in refused), refused
+
+
+#: Review 23's J3: a fixed cd or link into a directory on the runner's PATH
+#: (or its HOME's dot-files), then a write whose name a value chose; and a
+#: value written into such a place by a fixed name.
+FIXED_PROGRAM_PLACES = [
+    "cd {bin} && printf '%s\\n' {{{{ x.v }}}} > {{{{ x.p }}}} && chmod 755 {{{{ x.p }}}}",
+    "ln -sfn {bin} tools\nprintf '%s\\n' {{{{ x.v }}}} > tools/{{{{ x.p }}}}",
+    "printf '%s\\n' {{{{ x.v }}}} >> ~/.bashrc",
+    "printf '%s\\n' {{{{ x.v }}}} > {bin}/wc",
+    'cd "$HOME" && printf %s {{{{ x.v }}}} > {{{{ x.p }}}}',
+]
+
+
+@pytest.mark.parametrize("source", FIXED_PROGRAM_PLACES)
+def test_a_value_cannot_plant_through_a_fixed_program_directory(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    _, problems = compile_template(
+        source.format(bin=bin_dir), shell=True, fields_by_name={"x": None}
+    )
+    assert any("[file-flow]" in p.message for p in problems), problems
+    # the same script with a directory on no PATH: no such refusal
+    _, elsewhere = compile_template(
+        source.format(bin=tmp_path / "out")
+        .replace("~/.bashrc", "notes.txt")
+        .replace('"$HOME"', "out"),
+        shell=True,
+        fields_by_name={"x": None},
+    )
+    assert not any("where programs" in p.message for p in elsewhere), elsewhere
+
+
+def test_strict_mode_refuses_what_the_default_refuses_after_a_consumer_names_a_file() -> None:
+    """The fuzzer's case (tests/data/injection_regressions.jsonl): a consumer
+    may make a file a value names, so a later glob may hand that name to a
+    program as an option, in strict mode as in the default."""
+    for source in (
+        'argv {{ x.v }}; for i in a={{ x.v }}*; do echo "$i"; done',
+        "argv {{ x.v }}; sort *",
+    ):
+        _, problems = compile_template(
+            source, shell=True, fields_by_name={"x": None}, consumers=["argv", "sort"]
+        )
+        assert any("[file-flow]" in p.message for p in problems), (source, problems)
+    _, problems = compile_template(
+        "argv {{ x.v }}; sort -- notes.txt",
+        shell=True,
+        fields_by_name={"x": None},
+        consumers=["argv", "sort"],
+    )
+    assert problems == [], problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -432,7 +433,7 @@ def test_a_value_may_not_start_a_programs_option(source, value, refused) -> None
 def test_a_value_may_not_name_a_secret_file_for_a_program_to_read(source, value) -> None:
     template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
     assert problems == []
-    with pytest.raises(UnsafeTemplateError, match="a file a secret_file: step"):
+    with pytest.raises(UnsafeTemplateError, match="names a secret's file"):
         template.render({"x": Fields({"q": value})}, secret_files={"/w/.netrc"})
     template.render({"x": Fields({"q": value})})  # no secret file: nothing to refuse
     template.render({"x": Fields({"q": "notes.txt"})}, secret_files={"/w/.netrc"})
@@ -500,9 +501,41 @@ def test_a_value_cannot_print_a_file_a_write_step_filled_from_a_secret_input(
     assert "h   u   n   t" not in output
     if refused:
         assert result.returncode == 2, output
-        assert "write: step from a secret input" in output
+        assert "a write: step filled from a secret" in output
     else:
         assert result.returncode == 0, output  # the step ran: od read the file
+
+
+@pytest.mark.parametrize(("name", "refused"), [("tok.txt", True), ("notes.txt", False)])
+def test_a_value_cannot_print_the_host_file_of_a_from_file_secret(
+    tmp_path: Path, name: str, refused: bool
+) -> None:
+    """Review 23's J1 (its t/F1): on the local sandbox a value named the
+    host file a ``from_file:`` secret is read from, and ``od -c`` printed
+    it past the scrubber.  Another file of the folder stays readable."""
+    (tmp_path / "tok.txt").write_text("hunter2secret\n")
+    (tmp_path / "notes.txt").write_text("hi\n")
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c -- {{ x.f }}",
+        top={"secrets": {"tok": {"from_file": "tok.txt"}}},
+    )
+    result = subprocess.run(
+        [
+            *RUNNER_CLI,
+            "run",
+            str(path),
+            "--input",
+            "acme.x=" + json.dumps({"f": str(tmp_path / name)}),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output
+    assert result.returncode == (2 if refused else 0), output
+    assert ("a value names a secret's file" in output) is refused
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,8 @@ class BesideValuesCheck(ReceiverCheck):
         ``csplit``.  None may run anywhere in the script; in strict mode, no
         program but the consumers (not executors) and ``STRICT_RECEIVERS``."""
         if not (self.value_in_file or self.content_written):
+            if self.value_named_file:
+                self.option_globs()
             return
         self.index = None
         refused = {(f.line, f.column) for f in self.findings}
@@ -87,12 +89,30 @@ class BesideValuesCheck(ReceiverCheck):
                         "may expand here as an option (put -- before it)",
                     )
 
+    def option_globs(self) -> None:
+        """Strict mode, after a consumer may have made a file a value names:
+        no program but ``STRICT_RECEIVERS`` gets a glob before its operands
+        (``sort *`` reads ``--compress-program=sh`` as an option)."""
+        self.index = None
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name in BUILTINS | STRICT_RECEIVERS:
+                continue
+            option_glob = self.glob_before_operands(resolved)
+            if option_glob is not None:
+                self.refuse(
+                    "file-flow",
+                    option_glob,
+                    f"{resolved.name} {self.text(option_glob)[:30]}: a file name a value "
+                    "chose may expand here as an option (put -- before it)",
+                )
+
     def globs_into_variables(self) -> None:
         """Once a value may have named a file, a glob that fills a variable
         (``for f in *``, ``select f in *``, ``a=(*)``) may hand a later
         command a name the value chose, read as an option (``@opts`` to
         ``nm``: the seventeenth review); ``./*`` names start with ``./``."""
-        if not self.content_written:
+        if not (self.content_written or self.value_named_file):
             return
         self.index = None
         for node in self.tree.nodes:

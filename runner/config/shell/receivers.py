@@ -91,9 +91,13 @@ class ReceiverCheck(CheckState):
         elif via == "argv" and self.consumers is None and name not in BUILTINS | STREAM_FILTERS:
             # fallocate, sort -o, mktemp {{ x }}: any program may make a file
             # the value names (a later `tar *` reads the name as an option).
-            # (Strict mode runs no executor but a consumer anyway.)
             self.content_written = True
             self.makers.add(key)  # judged as a receiver, not again as a reader
+        elif via == "argv" and name not in BUILTINS | STREAM_FILTERS | STRICT_RECEIVERS:
+            # In strict mode a consumer may make such a file too; it is no
+            # executor, so only the globs are judged (the fuzzer's case:
+            # strict mode accepted `argv {{ x }}; for i in a={{ x }}*`).
+            self.value_named_file = True
         if self.consumers is not None:
             allowed = name in self.consumers or name in STRICT_RECEIVERS
             if name in STDIN_BUILTINS and via != "stdin":

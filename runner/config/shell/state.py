@@ -104,6 +104,8 @@ class CheckState:
         #: write files read one as content (``programs_beside_files``)
         self.value_in_file = False
         self.content_written = False
+        #: strict mode: a consumer may have made a file a value names
+        self.value_named_file = False
         #: Commands that got a value as an argument and may have made a file of it.
         self.makers: set[int] = set()
         self.made: set[str] = set()

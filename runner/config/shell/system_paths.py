@@ -95,3 +95,36 @@ def names_program_directory(path: str, search_path: str, home: str) -> bool:
 
 def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def program_search_path() -> str:
+    """Where a later bare command name or the runner's own next start finds
+    code: the runner's ``PATH``, then its Python prefix and site-packages
+    (a venv's ``lib/.../site-packages/x.pth`` runs in every later
+    ``runner``: the twentieth review's V1)."""
+    import os
+    import site
+    import sys
+
+    found = {sys.prefix, sys.exec_prefix, *site.getsitepackages()}
+    python = sorted(d for d in found if d.startswith("/") and d.strip("/"))
+    return ":".join([os.environ.get("PATH", ""), *python])
+
+
+def runner_home() -> str:
+    """The runner's ``HOME``, whose dot-files programs load."""
+    import os
+
+    return os.environ.get("HOME", os.path.expanduser("~"))
+
+
+def names_program_place(text: str) -> bool:
+    """Might ``text`` (a path as a script spells it; ``~`` is the runner's
+    ``HOME``) be in a directory where programs or their start-up files are
+    found (``names_program_directory`` with the runner's own)?"""
+    home = runner_home()
+    for spelled in ("~", "$HOME", "${HOME}"):
+        if text == spelled or text.startswith(spelled + "/"):
+            text = home + text[len(spelled) :]
+            break
+    return names_program_directory(text, program_search_path(), home)

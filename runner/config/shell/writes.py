@@ -25,7 +25,12 @@ from .planted import PlantedNamesCheck
 from .proc_paths import EXPANSION, UNQUOTED
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
-from .system_paths import DESTINATION_ENV, destination_path, names_system_path
+from .system_paths import (
+    DESTINATION_ENV,
+    destination_path,
+    names_program_place,
+    names_system_path,
+)
 
 #: Redirect operators that write their target.
 _WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
@@ -65,7 +70,13 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
                     self.refuse("computed-path", node, f"{name}: where programs write")
         plantings: list[Any] = []
         moved_by_value = False
-        for node in sorted(self._places(), key=lambda n: n.start_byte):
+        places = sorted(self._places(), key=lambda n: n.start_byte)
+        # a value chooses where some write lands: a fixed cd into a program
+        # directory would let it name the program (review 23's J3)
+        self.value_chooses_a_write = any(
+            self.carries(n) for n in places if n.type != "command" and self._may_plant(n)
+        )
+        for node in places:
             self._note_value_destinations(node)
             if node.type == "command":
                 depth = self._moved(node, depth, assigned)
@@ -75,6 +86,15 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
                 plantings.append(node)
             for spelled in self._spellings(node, assigned):
                 text = destination_path(spelled)
+                if self._may_plant(node) and names_program_place(text):
+                    # ln -s ~/.cargo/bin t; > t/{{ n }} or >> ~/.bashrc (review 23's J3)
+                    self.refuse(
+                        "file-flow",
+                        node,
+                        f"{_shown(text)[:40]}: where programs or their start-up files "
+                        "are found (write there in a step without values)",
+                    )
+                    break
                 if text.startswith("~") and ".." in text.split("/"):
                     self.refuse("file-flow", node, f"{text[:40]}: may climb from a home to /")
                     break
@@ -217,6 +237,10 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
         if self.carries(word):
             return _START_DEPTH  # a value names the directory: the author's choice
         for text in self._spellings(word, assigned):
+            if self.value_chooses_a_write and names_program_place(text):
+                # cd ~/.cargo/bin && printf ... > {{ name }} (review 23's J3)
+                self.refuse("file-flow", command, f"cd {text[:40]}: where programs are found")
+                return _START_DEPTH
             if text.startswith("~") and ".." in text.split("/"):
                 self.refuse("file-flow", command, f"cd {text[:40]}: may climb from a home to /")
                 return _START_DEPTH
