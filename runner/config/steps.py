@@ -34,6 +34,7 @@ from .templates import (
     Fields,
     Template,
     UnsafeTemplateError,
+    refuse_secret_directory,
     refuse_unsafe_env_values,
 )
 
@@ -238,16 +239,25 @@ class RunStep(Step):
             env[STEP_ID_VARIABLE] = running
         # Checked as the sandbox's shell reads it (None: bash, the default).
         shell = getattr(sandbox, "shell", None)
+        secret_files = self.host_secret_files | _secret_files.get(sandbox, set())
+        cwd = self.cwd.render(context) if self.cwd else None
+        if cwd is not None and not self.cwd.is_static:  # type: ignore[union-attr]
+            refuse_secret_directory(cwd, secret_files)
+        copies: set[str] = set()
+        command = self.command.render(
+            context,
+            shell=shell if isinstance(shell, str) else None,
+            secret_files=secret_files,
+            env=env,
+            copies=copies,
+        )
+        if copies:  # ln -s .netrc l.txt: as secret for every later step (review 23's J4)
+            _secret_files.setdefault(sandbox, set()).update(copies)
         return await sandbox.execute(
-            self.command.render(
-                context,
-                shell=shell if isinstance(shell, str) else None,
-                secret_files=self.host_secret_files | _secret_files.get(sandbox, set()),
-                env=env,
-            ),
+            command,
             timeout_seconds=self.timeout_seconds,
             env=env or None,
-            cwd=self.cwd.render(context) if self.cwd else None,
+            cwd=cwd,
         )
 
     def _timed_out(self, sandbox: Any) -> str:

@@ -23,6 +23,7 @@ renders, and re-exports their names.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -119,6 +120,7 @@ class Template:
         shell: str | None = None,
         secret_files: Collection[str] = (),
         env: Mapping[str, str] | None = None,
+        copies: set[str] | None = None,
     ) -> str:
         """The text to run.  For a ``run`` command this is the guarantee:
         the exact text is checked with sentinels before any value goes in,
@@ -127,8 +129,14 @@ class Template:
         ``write:`` steps whose content reads a secret input, wrote in this
         sandbox, which no value may name for a program to read.
         ``env``: the step's templated ``env:`` values as rendered, put in
-        where the script uses them (``tee "$OUT"``: review 22's I2)."""
+        where the script uses them (``tee "$OUT"``: review 22's I2).
+        ``copies`` receives the files the script copies or links from a
+        secret's file (``shell.copies``), as secret from then on."""
         if self.tree is None:
+            if self.shell and secret_files:  # ln -s .netrc l.txt, for a later step
+                secret_files = _note_secret_copies(
+                    self.source, _RenderedValues(), secret_files, copies
+                )
             if self.shell and self.tainted:
                 self._check_words(self.source, _RenderedValues(), shell, secret_files, env)
             return self.source
@@ -150,6 +158,8 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
+        if secret_files:
+            secret_files = _note_secret_copies(text, values, secret_files, copies)
         self._check_words(text, values, shell, secret_files, env)
         return values.substitute(text)
 
@@ -185,6 +195,8 @@ class Template:
         _refuse_system_destinations(words, destinations)
         _refuse_process_reads(words, reads, read_sources)
         _refuse_secret_file_reads(words, reads, read_sources, secret_files)
+        for word in destinations:  # cd {{ d }} && rev *.txt (review 23's J2)
+            refuse_secret_directory(words.literal(word), secret_files)
         _refuse_option_values(words, options, option_sources)
 
 
@@ -299,6 +311,48 @@ def _refuse_secret_file_reads(
             "to read (one a secret_file: step wrote, a write: step filled from a secret "
             "input, or a from_file: secret is read from; it could print the secret in a "
             "form the scrubber does not know); read it with a fixed name in the template"
+        )
+
+
+def _note_secret_copies(
+    text: str, values: Any, secret_files: Collection[str], copies: set[str] | None
+) -> Collection[str]:
+    """``secret_files`` and the files ``text`` copies or links from one of
+    them (review 23's J4), which ``copies`` (if given) receives too."""
+    from .shell.copies import copied_words
+
+    names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
+    found = {
+        values.literal(destination)
+        for destination, sources in copied_words(text)
+        if any(_names_one_of(values.literal(source), names) for source in sources)
+    }
+    if copies is not None:
+        copies |= found
+    return {*secret_files, *found}
+
+
+def refuse_secret_directory(path: str, secret_files: Collection[str]) -> None:
+    """A value may not choose, as where ``cd`` goes (or a step's ``cwd:``, or
+    where a write lands), a directory that holds a secret's file: there a
+    fixed name or glob of the template reads it (``cd -- {{ d }} && rev
+    *.txt`` with ``creds`` printed ``creds/token.txt`` reversed: review 23's
+    J2).  Judged by name: the path's last name may not be the name of any
+    directory on a secret file's path."""
+    import posixpath
+
+    names = {
+        part
+        for secret in secret_files
+        for part in posixpath.dirname(secret).split("/")
+        if part not in ("", ".", "..")
+    }
+    last = posixpath.basename(posixpath.normpath(path.rstrip("/") or "/"))
+    if names and last in names:
+        raise UnsafeTemplateError(
+            "run command refused before it ran: a value chooses a directory that holds "
+            f"a secret's file ({last}), where the command's own names could read it; "
+            "name that directory in the template, or keep secret files out of it"
         )
 
 

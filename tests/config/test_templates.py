@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -536,6 +537,117 @@ def test_a_value_cannot_print_the_host_file_of_a_from_file_secret(
     assert "h   u   n   t" not in output
     assert result.returncode == (2 if refused else 0), output
     assert ("a value names a secret's file" in output) is refused
+
+
+@pytest.mark.parametrize(
+    ("source", "value", "refused"),
+    [
+        ("cd -- {{ x.d }} && rev -- *.txt", "creds", True),
+        ("cd -- {{ x.d }} && rev -- *.txt", "./creds/", True),
+        ("pushd -- {{ x.d }} && od -c -- token.txt", "creds", True),
+        ("cd -- {{ x.d }} && rev -- *.txt", "out", False),
+    ],
+)
+def test_a_value_may_not_cd_into_a_secret_files_directory(source, value, refused) -> None:
+    """Review 23's J2: the value chose the directory, the template's own
+    glob or name read the secret file there."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    render = functools.partial(
+        template.render, {"x": Fields({"d": value})}, secret_files={"creds/token.txt"}
+    )
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="directory that holds a secret"):
+            render()
+    else:
+        render()
+    template.render({"x": Fields({"d": value})})  # no secret file: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    ("source", "value", "refused"),
+    [
+        ("ln -sf npmrc.txt view.txt && od -An -c -- {{ x.f }}", "view.txt", True),
+        # the value chose where the secret's copy goes: named for cp to open
+        ("cp -- npmrc.txt {{ x.g }} && echo {{ x.f }}", "c.txt", True),
+        ("ln -sf npmrc.txt view.txt && od -An -c -- {{ x.f }}", "other.txt", False),
+    ],
+)
+def test_a_copy_or_link_of_a_secret_file_is_a_secret_file(source, value, refused) -> None:
+    """Review 23's J4: ``ln -s npmrc.txt view.txt``, then a value names the link."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    copies: set[str] = set()
+    render = functools.partial(
+        template.render,
+        {"x": Fields({"f": value, "g": value})},
+        secret_files={"/w/npmrc.txt"},
+        copies=copies,
+    )
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="names a secret's file"):
+            render()
+    else:
+        render()
+    assert copies == ({value} if "cp" in source else {"view.txt"})
+
+
+def test_a_link_an_earlier_step_made_to_a_secret_file_stays_secret(tmp_path: Path) -> None:
+    """Review 23's J4 end to end (its t/W8): a step without values links the
+    secret ``write:``'s file; a later step's value names the link."""
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c -- {{ x.f }}",
+        before=[
+            {"write": "npmrc.txt", "content": "t={{ s.token }}\n"},
+            {"run": "ln -s npmrc.txt link.txt"},
+        ],
+        top={
+            "inputs": {
+                "acme.x": {"as": "x", "schema": {"type": "object"}},
+                "acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}},
+            }
+        },
+    )
+    result = subprocess.run(
+        [
+            *RUNNER_CLI,
+            "run",
+            str(path),
+            *("--input", 'acme.x={"f": "link.txt"}'),
+            *("--input", 'acme.s={"token": "hunter2secret"}'),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output
+    assert result.returncode == 2 and "names a secret's file" in output, output
+
+
+def test_a_value_chosen_cwd_may_not_be_a_secret_files_directory(tmp_path: Path) -> None:
+    """Review 23's J2 end to end (its t/C2): a step's ``cwd: "{{ x.d }}"``."""
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c -- *.txt",
+        cwd="{{ x.d }}",
+        before=[
+            {"run": "mkdir -p creds"},
+            {"secret_file": "creds/token.txt", "secret": "tok"},
+        ],
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"d": "creds"}'],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    )
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output
+    assert result.returncode == 2 and "directory that holds a secret" in output, output
 
 
 @pytest.mark.parametrize(
