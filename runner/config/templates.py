@@ -504,9 +504,14 @@ def compile_template(
     try:
         tree = environment.parse(source)
     except TemplateSyntaxError as exc:
-        return None, [
-            TemplateProblem(_offset_of_line(source, exc.lineno), f"template syntax: {exc.message}")
-        ]
+        message = f"template syntax: {exc.message}"
+        if "{#" in source and "comment" in (exc.message or ""):
+            # bash's ${#x} and ${#a[@]} open a Jinja comment (review 23's U1)
+            message += (
+                "; `{#` starts a Jinja comment: put bash's `${#name}` inside "
+                "{% raw %}...{% endraw %} (n={% raw %}${#name}{% endraw %})"
+            )
+        return None, [TemplateProblem(_offset_of_line(source, exc.lineno), message)]
     problems = [
         TemplateProblem(
             _offset_of_line(source, line),

@@ -684,3 +684,14 @@ def test_a_glob_beside_a_value_may_not_reach_a_secret_file() -> None:
     with pytest.raises(UnsafeTemplateError, match="secret_file"):
         template.render({"x": Fields({"q": "creds"})}, secret_files={"creds/token.txt"})
     template.render({"x": Fields({"q": "creds"})}, secret_files={"creds/token.pem"})
+
+
+def test_bashs_length_expansion_gets_a_hint_and_works_inside_raw() -> None:
+    """Review 23's U1: ``${#x}`` opens a Jinja comment; the error says what to write."""
+    _, problems = compile_template("echo ${#X} {{ x.v }}", shell=True, fields_by_name={"x": None})
+    assert len(problems) == 1 and "{% raw %}" in problems[0].message, problems
+    template, problems = compile_template(
+        '{% raw %}n=${#X}{% endraw %}; echo "$n" {{ x.v }}', shell=True, fields_by_name={"x": None}
+    )
+    assert problems == [], problems
+    assert template.render({"x": Fields({"v": "a"})}) == "n=${#X}; echo \"$n\" 'a'"
