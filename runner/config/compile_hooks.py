@@ -98,6 +98,13 @@ class HooksCompiler(CompilerBase):
             target = self.template((*path, "write"), spec["write"], shell=False)
             content = self.template((*path, "content"), spec["content"], shell=False, options=False)
             templates = [target, content]
+            if target is not None and not target.is_static and content and content.reads_secret:
+                self.problem(  # like secret_file: (review 24's K6)
+                    (*path, "write"),
+                    "a write: whose content reads a secret input may not take its path "
+                    "from an input (it would choose where the secret lands); write a fixed path",
+                )
+                target = None
             if target and content:
                 step = WriteStep(label=label, path=target, content=content)
         elif "save" in spec:
@@ -111,6 +118,16 @@ class HooksCompiler(CompilerBase):
         elif "secret_file" in spec:
             target = self.template((*path, "secret_file"), spec["secret_file"], shell=False)
             templates = [target]
+            if target is not None and not target.is_static:
+                # a value would choose where the secret lands, and the template's
+                # own fixed read (od -c notes.txt) print it (review 24's K6)
+                self.problem(
+                    (*path, "secret_file"),
+                    "a secret_file: path may not hold an input's value (it would choose "
+                    "where the secret lands, where the step's own commands may print it); "
+                    "write a fixed path",
+                )
+                target = None
             if target and self.secret_name((*path, "secret"), spec["secret"]):
                 step = SecretFileStep(label=label, path=target, secret=spec["secret"])
         elif "upload" in spec:
@@ -118,7 +135,9 @@ class HooksCompiler(CompilerBase):
             to = self.template((*path, "to"), spec["to"], shell=False)
             templates = [source, to]
             if source and to:
-                step = UploadStep(label=label, source=source, to=to)
+                step = UploadStep(
+                    label=label, source=source, to=to, host_secret_files=self.host_secret_files()
+                )
         return step, [t for t in templates if t is not None]
 
     def compile_steps_hook(self, path: JsonPath, spec: Mapping[str, Any]) -> SandboxHook | None:

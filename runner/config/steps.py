@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import os
 import shlex
 import time
 import weakref
@@ -240,6 +241,10 @@ class RunStep(Step):
         # Checked as the sandbox's shell reads it (None: bash, the default).
         shell = getattr(sandbox, "shell", None)
         secret_files = self.host_secret_files | _secret_files.get(sandbox, set())
+        workspace = getattr(sandbox, "workspace", None)
+        if isinstance(workspace, str) and workspace.startswith("/"):
+            # token.txt at the workspace's root: cd {{ d }} with /workspace (review 24's K2)
+            secret_files |= {os.path.join(workspace, f) for f in secret_files if f[:1] != "/"}
         cwd = self.cwd.render(context) if self.cwd else None
         if cwd is not None and not self.cwd.is_static:  # type: ignore[union-attr]
             refuse_secret_directory(cwd, secret_files)
@@ -341,10 +346,19 @@ class SaveStep(Step):
 class UploadStep(Step):
     kind = "upload"
 
-    def __init__(self, *, label: str | None, source: Template, to: Template) -> None:
+    def __init__(
+        self,
+        *,
+        label: str | None,
+        source: Template,
+        to: Template,
+        host_secret_files: Collection[str] = (),
+    ) -> None:
         super().__init__(label=label)
         self.source = source
         self.to = to
+        #: the from_file: secrets' files, which no upload copies in (review 24's K5)
+        self.host_secret_files = frozenset(host_secret_files)
 
     def describe(self, context: Mapping[str, Any]) -> str:
         return f"upload {self.source.render(context)} -> {self.to.render(context)}"
@@ -357,6 +371,14 @@ class UploadStep(Step):
         secrets: Mapping[str, str],
     ) -> dict:
         source = resolve_inside(paths.config_dir, self.source.render(context), what="upload")
+        if str(source) in self.host_secret_files or os.path.realpath(source) in {
+            os.path.realpath(p) for p in self.host_secret_files
+        }:
+            raise StepFailedError(
+                f"upload: {self.source.render(context)} is the file a from_file: secret is read "
+                "from; a secret goes into the sandbox only by a secret_file: step",
+                exit_code=1,
+            )
         data = await anyio.Path(source).read_bytes()
         await ctx.sandbox.write_file(self.to.render(context), data)
         return {"bytes": len(data)}

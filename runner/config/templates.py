@@ -133,7 +133,7 @@ class Template:
         ``copies`` receives the files the script copies or links from a
         secret's file (``shell.copies``), as secret from then on."""
         if self.tree is None:
-            if self.shell and secret_files:  # ln -s .netrc l.txt, for a later step
+            if self.shell and copies is not None:  # ln -s .netrc l.txt, for a later step
                 secret_files = _note_secret_copies(
                     self.source, _RenderedValues(), secret_files, copies
                 )
@@ -158,7 +158,7 @@ class Template:
                 "run command refused before it ran: a value was changed after it was quoted "
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
-        if secret_files:
+        if copies is not None:  # ln -s /proc/self me too, with no secret file yet
             secret_files = _note_secret_copies(text, values, secret_files, copies)
         self._check_words(text, values, shell, secret_files, env)
         return values.substitute(text)
@@ -195,6 +195,7 @@ class Template:
         _refuse_system_destinations(words, destinations)
         _refuse_process_reads(words, reads, read_sources)
         _refuse_secret_file_reads(words, reads, read_sources, secret_files)
+        _refuse_secret_files_beside_values(text, values, secret_files)
         for word in destinations:  # cd {{ d }} && rev *.txt (review 23's J2)
             refuse_secret_directory(words.literal(word), secret_files)
         _refuse_option_values(words, options, option_sources)
@@ -320,16 +321,56 @@ def _note_secret_copies(
     """``secret_files`` and the files ``text`` copies or links from one of
     them (review 23's J4), which ``copies`` (if given) receives too."""
     from .shell.copies import copied_words
+    from .shell.proc_paths import names_process_path
 
     names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
-    found = {
-        values.literal(destination)
-        for destination, sources in copied_words(text)
-        if any(_names_one_of(values.literal(source), names) for source in sources)
-    }
+    directories = secret_directory_names(secret_files)
+    found: set[str] = set()
+    for destination, sources in copied_words(text):
+        copied = [values.literal(source) for source in sources]
+        target = values.literal(destination)
+        if any(_names_one_of(source, names) for source in copied):
+            found.add(target)
+        for source in copied:
+            last = posixpath.basename(posixpath.normpath(source.rstrip("/") or "/"))
+            if last in directories:  # ln -sfn creds view; cp -r creds b (review 24's K2)
+                found |= {posixpath.join(target, name) for name in names}
+            if names_process_path(source):  # ln -s /proc/self me; od me/environ
+                found.add(posixpath.join(target, "environ"))
     if copies is not None:
         copies |= found
     return {*secret_files, *found}
+
+
+def _refuse_secret_files_beside_values(
+    text: str, values: Any, secret_files: Collection[str]
+) -> None:
+    """A command that holds a value (with its pipeline and redirects) may not
+    name a secret's file by a fixed word: the value would choose how the
+    file is printed (``grep -o {{ key }} npmrc.txt``, ``fold -w {{ w }}
+    npmrc.txt``: review 24's K7)."""
+    from .shell.secret_reads import fixed_words_beside_values
+
+    names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
+    if not names or not values.sentinels:
+        return
+    for word in fixed_words_beside_values(text, values.sentinels):
+        if _names_one_of(word, names):
+            raise UnsafeTemplateError(
+                "run command refused before it ran: a command that holds a value names a "
+                f"secret's file ({posixpath.basename(word)}); the value could choose how it "
+                "is printed: read the file in a command without values"
+            )
+
+
+def secret_directory_names(secret_files: Collection[str]) -> set[str]:
+    """The name of every directory on the path of a secret's file."""
+    return {
+        part
+        for secret in secret_files
+        for part in posixpath.dirname(secret).split("/")
+        if part not in ("", ".", "..")
+    }
 
 
 def refuse_secret_directory(path: str, secret_files: Collection[str]) -> None:
@@ -341,14 +382,11 @@ def refuse_secret_directory(path: str, secret_files: Collection[str]) -> None:
     directory on a secret file's path."""
     import posixpath
 
-    names = {
-        part
-        for secret in secret_files
-        for part in posixpath.dirname(secret).split("/")
-        if part not in ("", ".", "..")
-    }
+    names = secret_directory_names(secret_files)
     last = posixpath.basename(posixpath.normpath(path.rstrip("/") or "/"))
-    if names and last in names:
+    # cd - goes back, pushd +1 round the stack: to a place the check cannot name
+    moves = path == "-" or (path[:1] in "+-" and path[1:].isdigit())
+    if names and (last in names or moves):
         raise UnsafeTemplateError(
             "run command refused before it ran: a value chooses a directory that holds "
             f"a secret's file ({last}), where the command's own names could read it; "

@@ -92,7 +92,8 @@ ATTACKS = [
     (
         "cd ~; printf '%s\\n' {{ x.module }} > .jq; jq -n 'f'",
         "file-flow",
-        "jq: this script writes a value to a file jq may read",
+        # since review 24's K1 the cd into HOME is refused first
+        "cd ~: where programs are found",
     ),
 ]
 

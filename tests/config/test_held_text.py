@@ -401,6 +401,9 @@ FIXED_PROGRAM_PLACES = [
     "printf '%s\\n' {{{{ x.v }}}} >> ~/.bashrc",
     "printf '%s\\n' {{{{ x.v }}}} > {bin}/wc",
     'cd "$HOME" && printf %s {{{{ x.v }}}} > {{{{ x.p }}}}',
+    # review 24's K1: a fixed name after a fixed cd there, pushd, tee -a
+    "cd {bin} && printf '%s\\n' {{{{ x.v }}}} > wc && chmod 755 wc",
+    "pushd {bin} && printf '%s\\n' {{{{ x.v }}}} | tee -a wc",
 ]
 
 

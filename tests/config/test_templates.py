@@ -592,6 +592,90 @@ def test_a_copy_or_link_of_a_secret_file_is_a_secret_file(source, value, refused
     assert copies == ({value} if "cp" in source else {"view.txt"})
 
 
+def test_a_link_or_copy_of_a_secret_files_directory_or_of_proc_is_tracked() -> None:
+    """Review 24's K2: ``ln -sfn creds view`` (or ``cp -r``, ``mv``), then
+    ``cd {{ d }}`` with ``view``; ``ln -sfn /proc/self me``, then ``od -c
+    {{ f }}`` with ``me/environ``; ``cd -`` goes where the check cannot see."""
+    copies: set[str] = set()
+    for script in ("ln -sfn creds view", "cp -r -- creds backup", "ln -sfn /proc/self me"):
+        template, _ = compile_template(script, shell=True, fields_by_name={})
+        template.render({}, secret_files={"creds/token.txt"}, copies=copies)
+    assert copies == {"view/token.txt", "backup/token.txt", "me/environ"}
+    secret_files = {"creds/token.txt", *copies}
+    cd, _ = compile_template(
+        "cd -- {{ x.d }} && rev -- *.txt", shell=True, fields_by_name={"x": None}
+    )
+    for value in ("view", "backup", "-", "+1", "me"):
+        with pytest.raises(UnsafeTemplateError, match="directory that holds a secret"):
+            cd.render({"x": Fields({"d": value})}, secret_files=secret_files)
+    cd.render({"x": Fields({"d": "out"})}, secret_files=secret_files)
+    od, _ = compile_template("od -An -c -- {{ x.f }}", shell=True, fields_by_name={"x": None})
+    with pytest.raises(UnsafeTemplateError, match="names a secret's file"):
+        od.render({"x": Fields({"f": "me/environ"})}, secret_files=secret_files)
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("grep -o -- {{ x.k }} npmrc.txt", True),
+        ("fold -w {{ x.k }} npmrc.txt", True),
+        ("cat npmrc.txt | fold -w {{ x.k }}", True),
+        ("fold -w {{ x.k }} < npmrc.txt", True),
+        ("cat npmrc.txt > /dev/null && echo {{ x.k }}", False),
+        ("fold -w {{ x.k }} notes.txt", False),
+    ],
+)
+def test_a_value_may_not_choose_how_a_secret_file_is_printed(source, refused) -> None:
+    """Review 24's K7: a fixed read of a secret's file beside a value."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    render = functools.partial(
+        template.render, {"x": Fields({"k": "1"})}, secret_files={"/w/npmrc.txt"}
+    )
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="holds a value names a secret's file"):
+            render()
+    else:
+        render()
+
+
+def test_a_secret_file_path_may_not_come_from_an_input(tmp_path: Path) -> None:
+    """Review 24's K6: ``secret_file: "{{ x.p }}"`` chose where the secret
+    lands, and the step's fixed ``od -c notes.txt`` printed it."""
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c notes.txt",
+        before=[{"secret_file": "{{ x.p }}", "secret": "tok"}],
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
+    result = subprocess.run(
+        [*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "secret_file: path may not hold an input's value" in result.stdout + result.stderr
+
+
+def test_an_upload_may_not_copy_a_from_file_secrets_file(tmp_path: Path) -> None:
+    """Review 24's K5: ``upload: tok.txt`` (the from_file: secret's file) to
+    data.bin, then ``od -c`` of it."""
+    (tmp_path / "tok.txt").write_text("hunter2secret\n")
+    path = one_step_agent(
+        tmp_path,
+        "od -An -c data.bin",
+        before=[{"upload": "{{ x.src }}", "to": "data.bin"}],
+        top={"secrets": {"tok": {"from_file": "tok.txt"}}},
+    )
+    result = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"src": "tok.txt"}'],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    output = result.stdout + result.stderr
+    assert "h   u   n   t" not in output
+    assert result.returncode != 0 and "is the file a from_file: secret is read" in output, output
+
+
 def test_a_link_an_earlier_step_made_to_a_secret_file_stays_secret(tmp_path: Path) -> None:
     """Review 23's J4 end to end (its t/W8): a step without values links the
     secret ``write:``'s file; a later step's value names the link."""

@@ -127,4 +127,12 @@ def names_program_place(text: str) -> bool:
         if text == spelled or text.startswith(spelled + "/"):
             text = home + text[len(spelled) :]
             break
+    else:
+        if text.startswith("~"):  # ~root/.cargo/bin (review 24's K1)
+            import contextlib
+            import pwd
+
+            user, _, rest = text[1:].partition("/")
+            with contextlib.suppress(KeyError):  # no such user: bash keeps ~name
+                text = pwd.getpwnam(user).pw_dir + ("/" + rest if rest else "")
     return names_program_directory(text, program_search_path(), home)

@@ -71,11 +71,8 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
         plantings: list[Any] = []
         moved_by_value = False
         places = sorted(self._places(), key=lambda n: n.start_byte)
-        # a value chooses where some write lands: a fixed cd into a program
-        # directory would let it name the program (review 23's J3)
-        self.value_chooses_a_write = any(
-            self.carries(n) for n in places if n.type != "command" and self._may_plant(n)
-        )
+        # a fixed cd into a program place matters only where something is written
+        self.writes_content = any(n.type != "command" and self._may_plant(n) for n in places)
         for node in places:
             self._note_value_destinations(node)
             if node.type == "command":
@@ -237,8 +234,9 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
         if self.carries(word):
             return _START_DEPTH  # a value names the directory: the author's choice
         for text in self._spellings(word, assigned):
-            if self.value_chooses_a_write and names_program_place(text):
-                # cd ~/.cargo/bin && printf ... > {{ name }} (review 23's J3)
+            if self.writes_content and names_program_place(text):
+                # cd ~/.cargo/bin && printf ... > {{ name }} or > wc (reviews 23's
+                # J3, 24's K1): a relative write there lands among programs
                 self.refuse("file-flow", command, f"cd {text[:40]}: where programs are found")
                 return _START_DEPTH
             if text.startswith("~") and ".." in text.split("/"):
