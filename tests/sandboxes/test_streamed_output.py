@@ -231,3 +231,21 @@ async def test_a_process_that_leaves_the_group_cannot_hold_a_streamed_answer(
         assert (result.exit_code, result.timed_out) == (124, True), result
         assert result.stdout in ("started\n", "") and not result.output_truncated, result
     assert int(after.stdout) <= int(before.stdout), (before.stdout, after.stdout)
+
+
+async def test_the_runners_own_root_commands_stream_nothing(tmp_path, request) -> None:
+    """Review 24's U4: with ``-v`` the hand-over's ``handed``, the process
+    sweep's ``killed:0`` and the OOM probe's ``oom_kill 0`` showed as a
+    step's output.  The runner's own root commands stream nothing."""
+    backend = on_image(request, tmp_path, "full")
+    async with await open_session(backend) as session:
+        box = session.sandbox
+        seen: list[tuple[str, str]] = []
+        with anyio.fail_after(GUARD_SECONDS), listen_output(lambda s, line: seen.append((s, line))):
+            await box.execute("echo mine")
+            assert await box.mark_processes() is not None
+            await box.end_processes()
+            probed = await box.execute_as_root("echo probe")
+        assert probed.stdout == "probe\n"  # the result is whole; only the stream is quiet
+        assert seen == [("stdout", "mine")]
+    assert backend.leftovers() == []

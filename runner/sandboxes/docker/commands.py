@@ -129,8 +129,10 @@ class SandboxCommands:
             "cap": self.output_cap_bytes,
             "user": self._ids(root=root),
         }
-        # The output as it comes, for the live progress, when someone listens.
-        lines = output_lines()
+        # The output as it comes, for the live progress, when someone listens;
+        # not a root command's: the runner's own (the hand-over, the process
+        # sweep, the OOM probe) are no step's output (review 24's U4).
+        lines = None if root else output_lines()
         live = ChannelOutput(lines) if lines is not None else None
         if live is not None:
             request["stream"] = True
