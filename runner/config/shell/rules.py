@@ -37,9 +37,9 @@ RULES: dict[str, tuple[str, str]] = {
         "step level) and check what it does with it; never a shell",
     ),
     "consumer": (
-        "received by a program not named in consumers:",
-        "add the program to consumers: if it treats the value as data, or pass the "
-        "value to echo, printf (literal format), cat or test",
+        "received by a program or builtin not named in consumers:",
+        "add the program (or a builtin such as cd) to consumers: if it treats the value "
+        "as data, or pass the value to echo, printf (literal format), cat or test",
     ),
     "wrapper": (
         "an argument of a command that runs another command, or names a shell or "
