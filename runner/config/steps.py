@@ -35,6 +35,7 @@ from .templates import (
     Fields,
     Template,
     UnsafeTemplateError,
+    names_a_secret_file,
     refuse_secret_directory,
     refuse_unsafe_env_values,
 )
@@ -327,6 +328,15 @@ class SaveStep(Step):
         paths: Paths,
         secrets: Mapping[str, str],
     ) -> dict:
+        source = self.path.render(context)
+        if not self.path.is_static and names_a_secret_file(
+            source, _secret_files.get(ctx.sandbox, set())
+        ):  # save: "{{ x.f }}" with creds/token.txt (review 24's F1)
+            raise StepFailedError(
+                "save: a value names a secret's file, which would be saved in clear; "
+                "save it by a fixed path if that is meant",
+                exit_code=1,
+            )
         target = resolve_inside(paths.output_dir, self.to.render(context), what="save: to")
         await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
         try:

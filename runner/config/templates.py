@@ -394,6 +394,12 @@ def refuse_secret_directory(path: str, secret_files: Collection[str]) -> None:
         )
 
 
+def names_a_secret_file(path: str, secret_files: Collection[str]) -> bool:
+    """Might ``path`` name one of ``secret_files`` (by last name, a glob too)?"""
+    names = {posixpath.basename(p.rstrip("/")) for p in secret_files} - {"", ".", ".."}
+    return bool(names) and _names_one_of(path, names)
+
+
 def _names_one_of(word: str, names: set[str]) -> bool:
     """Might ``word`` (a literal text; a value's own pattern characters are
     inert) name a file whose last name is one of ``names``, its own glob too

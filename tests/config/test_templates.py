@@ -676,6 +676,44 @@ def test_an_upload_may_not_copy_a_from_file_secrets_file(tmp_path: Path) -> None
     assert result.returncode != 0 and "is the file a from_file: secret is read" in output, output
 
 
+@pytest.mark.parametrize(("value", "refused"), [("creds/token.txt", True), ("notes.txt", False)])
+def test_a_value_may_not_save_a_secret_file_in_clear(tmp_path: Path, value, refused) -> None:
+    """Review 24's F1: ``save: "{{ x.f }}"`` with a secret_file's path put the
+    secret in clear in the output directory."""
+    path = one_step_agent(
+        tmp_path,
+        "echo hi > notes.txt",
+        before=[
+            {"run": "mkdir -p creds"},
+            {"secret_file": "creds/token.txt", "secret": "tok"},
+        ],
+        top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
+    )
+    document = json.loads(path.read_text())
+    steps = document["agent"]["environment"]["hooks"][0]["on_create"]
+    steps.append({"save": "{{ x.f }}", "to": "saved.txt"})
+    path.write_text(json.dumps(document))
+    result = subprocess.run(
+        [
+            *RUNNER_CLI,
+            "run",
+            str(path),
+            *("--input", "acme.x=" + json.dumps({"f": value})),
+            *("--output-dir", str(tmp_path / "out")),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    )
+    saved = tmp_path / "out" / "saved.txt"
+    assert not (saved.exists() and "hunter2" in saved.read_text())
+    if refused:
+        assert result.returncode != 0 and "names a secret's file" in result.stderr, result.stderr
+    else:
+        assert result.returncode == 0 and saved.read_text() == "hi\n", result.stderr
+
+
 def test_a_link_an_earlier_step_made_to_a_secret_file_stays_secret(tmp_path: Path) -> None:
     """Review 23's J4 end to end (its t/W8): a step without values links the
     secret ``write:``'s file; a later step's value names the link."""
