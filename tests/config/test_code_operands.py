@@ -194,3 +194,84 @@ def test_review_19s_case_from_the_installed_cli(tmp_path: Path) -> None:
     result = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
     assert result.returncode != 0 and "[code-operand]" in result.stderr, result.stderr
     assert "jq's filter" in result.stderr
+
+
+#: Review 24, K4: a value chooses which environment variable jq or printenv
+#: prints, and a step's secret is one (``secrets: {TOKEN: tok}``); printed
+#: reversed, it passes the scrubber.  (template, consumers or None, detail):
+#: refused in the mode given; with the check off each prints SECRET reversed.
+ENVIRONMENT_ATTACKS = [
+    ("jq -rn --arg k {{ x.k }} '$ENV[$k]' | rev", None, "($ENV)"),
+    ("jq -rn --arg k {{ x.k }} '$ENV[$k]' | rev", ["jq", "rev"], "($ENV)"),
+    ("jq -n --arg k {{ x.k }} '$ENV[$k] | explode | reverse | implode'", None, "($ENV)"),
+    ("jq -rn --arg k {{ x.k }} 'env[$k]' | rev", None, "(env)"),
+    ("jq -rn --arg k {{ x.k }} 'env | .[$k]' | rev", ["jq", "rev"], "(env)"),
+    ("jq -rn --arg k {{ x.k }} '$ENV | getpath([$k])' | rev", None, "($ENV)"),
+    (
+        "jq -rn --arg k {{ x.k }} '$ENV | to_entries[] | select(.key == $k) | .value' | rev",
+        None,
+        "($ENV)",
+    ),
+    ("jq -rn --arg k {{ x.k }} '$ ENV[$k]' | rev", None, "($ ENV)"),  # jq 1.6 reads it
+    ("jq -rR '$ENV[.]' <<< {{ x.k }} | rev", None, "($ENV)"),
+    ("K={{ x.k }} jq -rn '$ENV[env.K]' | rev", None, "($ENV)"),
+    ("jq -rn '$ENV[$ARGS.positional[0]]' --args -- {{ x.k }} | rev", None, "($ENV)"),
+    ("printenv -- {{ x.k }} | rev", ["printenv", "rev"], "printenv prints the variable"),
+    ("printenv {{ x.k }} | rev", ["printenv", "rev"], "printenv prints the variable"),
+]
+
+#: A value beside jq that reads no variable it chose: accepted, in both modes.
+ENVIRONMENT_SAFE = [
+    "jq -rn --arg k {{ x.k }} '$k'",
+    "jq -n --arg k {{ x.k }} '{a: $k}'",
+    "jq -rn --arg k {{ x.k }} '$ENV.HOME, $k'",
+    "jq -rn --arg e {{ x.k }} '{env: $e} | .env'",
+    "K={{ x.k }} jq -rn '$ENV.K'",
+]
+
+
+@pytest.mark.parametrize(("source", "consumers", "detail"), ENVIRONMENT_ATTACKS)
+def test_a_value_may_not_choose_the_variable_printed(source, consumers, detail) -> None:
+    _, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert any(detail in p.message and "[code-operand]" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(("source", "consumers", "detail"), ENVIRONMENT_ATTACKS)
+def test_each_variable_choice_prints_the_secret_without_the_check(
+    tmp_path, monkeypatch, source, consumers, detail
+) -> None:
+    monkeypatch.setattr(shell_check, "check_script", lambda *args, **kwargs: [])
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset())
+    result = _run(tmp_path, template.render({"x": Fields({"k": "TOKEN"})}))
+    assert SECRET[::-1] in result.stdout, (source, result)
+
+
+@pytest.mark.parametrize("consumers", [None, ["jq"]])
+@pytest.mark.parametrize("source", ENVIRONMENT_SAFE)
+def test_jq_reading_no_chosen_variable_stays_allowed(tmp_path, source, consumers) -> None:
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert problems == [] and template is not None, problems
+    result = _run(tmp_path, template.render({"x": Fields({"k": "TOKEN"})}))
+    assert result.returncode == 0 and "TOKEN" in result.stdout, result
+    assert SECRET not in result.stdout, result
+
+
+@pytest.mark.parametrize(
+    ("run", "consumers"),
+    [
+        ("jq -rn --arg k {{ x.k }} '$ENV[$k]' | rev", None),
+        ("printenv -- {{ x.n }} | rev", ["printenv", "rev"]),
+    ],
+)
+def test_review_24s_k4_cases_from_the_installed_cli(tmp_path: Path, run, consumers) -> None:
+    """E5 and E1s as the review ran them: runner validate refuses them."""
+    top: dict = {"secrets": {"tok": {"from_env": "MYTOK"}}}
+    if consumers:
+        top["consumers"] = consumers
+    path = one_step_agent(tmp_path, run, secrets={"TOKEN": "tok"}, top=top)
+    result = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "[code-operand]" in result.stderr, result.stderr

@@ -15,6 +15,15 @@ as tests, programs and all).  ``--arg NAME {{ x }}``, ``--args -- {{ x }}``
 and stdin stay data.  In strict mode jq is the author's consumer (out of
 scope, as docs/shell-rules.md says).
 
+A value may also choose which environment variable a program prints, and a
+step's secrets are environment variables: ``jq -rn --arg k {{ x }}
+'$ENV[$k]' | rev`` with ``k=TOKEN`` prints the secret reversed, past the
+scrubber (review 24, K4); so does ``printenv -- {{ x }} | rev``.  So, in
+either mode, a jq that receives a value (by any route) runs no literal
+filter word that reads the environment (``$ENV`` or the builtin ``env``)
+other than as a fixed ``$ENV.NAME``/``env.NAME``, and ``printenv`` takes no
+value among its words.
+
 The other data programs (``STRICT_PROGRAMS``) were judged in the same review
 (issue 25): their formats (``date +FMT``, ``seq -f``, ``hexdump -e``,
 ``stat -c``, ``printf``'s, which ``option_words`` already fixes) print and
@@ -24,6 +33,7 @@ evaluate nothing, and their file options (``grep -f``, ``date -f``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .receivers import ReceiverCheck
@@ -33,6 +43,12 @@ from .state import Command, Refused
 _JQ_TWO_WORDS = frozenset({"--arg", "--argjson", "--rawfile", "--slurpfile", "--argfile"})
 #: Files a program reads as its program text that are its stdin (``jq -f /dev/stdin``).
 _STDIN_FILES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+#: A fixed variable read from jq's environment: the one use a value cannot steer.
+_JQ_FIXED_VARIABLE = re.compile(r"(?<![\w.$])(?:\$ENV|env)\.[A-Za-z_][A-Za-z0-9_]*(?![\w\[])")
+#: jq's environment, as a token of a filter: ``$ENV`` (jq 1.6 reads ``$ ENV``
+#: too, and comments are white space) or the builtin ``env`` (not ``.env``,
+#: ``$env`` or an object key ``{env: 1}``).
+_JQ_ENVIRONMENT = re.compile(r"\$(?:\s|#[^\n]*\n)*ENV(?!\w)|(?<![\w.$])env(?!\w|\s*:(?!:))")
 
 
 def jq_may_load_modules(words: list[str | None], written: set[str]) -> bool:
@@ -58,8 +74,42 @@ class CodeOperandsCheck(ReceiverCheck):
 
     def receiver(self, command: Any, resolved: Command, via: str) -> None:
         super().receiver(command, resolved, via)
+        if resolved.name == "printenv" and via == "argv":
+            word = next((w for w in resolved.arguments if self.carries(w)), resolved.name_node)
+            raise Refused(
+                "code-operand",
+                word,
+                "printenv prints the variable a value names: name a fixed one, printenv HOME",
+            )
         if self.consumers is None and resolved.name == "jq" and via != "env":
             self.jq_words(resolved, via)
+        if resolved.name == "jq":
+            self.jq_environment(resolved)
+
+    def jq_environment(self, resolved: Command) -> None:
+        """A jq that receives a value reads no variable its data may name: no
+        literal word outside ``--arg``'s and the like reads ``$ENV`` or
+        ``env`` but as a fixed ``$ENV.NAME`` (``$ENV[$k]``, ``env | .[$k]``,
+        ``$ENV | to_entries`` print a secret a value chose, transformed)."""
+        words = resolved.arguments
+        position = 0
+        while position < len(words):
+            word = words[position]
+            position += 1
+            text = self.fixed(word)
+            if text is None:
+                continue
+            if text in _JQ_TWO_WORDS:
+                position += 2  # a name, then a value or a file: no filter
+                continue
+            found = _JQ_ENVIRONMENT.search(_JQ_FIXED_VARIABLE.sub("", text))
+            if found is not None:
+                raise Refused(
+                    "code-operand",
+                    word,
+                    f"jq's filter reads the environment ({found.group(0)}) beside a value: "
+                    "read a fixed variable, $ENV.HOME",
+                )
 
     def jq_words(self, resolved: Command, via: str) -> None:
         """Read jq's words as jq does; refuse a value where jq reads code, and

@@ -73,9 +73,12 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "code-operand": (
         "where a data program reads code: jq's filter, its -f file or -L module path, "
-        "an option word, or an operand before -- (a value --run-tests runs jq's input)",
+        "an option word, or an operand before -- (a value --run-tests runs jq's input); "
+        "or where a value may choose the environment variable printed (a secret is one): "
+        "jq's $ENV or env beside a value, printenv's operand",
         "give jq the value as data: jq --arg name {{ x }} '$name', jq . <<< {{ x }}, "
-        "or after the filter and --: jq -n '$ARGS' --args -- {{ x }}",
+        "or after the filter and --: jq -n '$ARGS' --args -- {{ x }}; "
+        "print a fixed variable, not one a value names: printenv HOME, jq -n '$ENV.HOME'",
     ),
     "option-word": (
         "after an option word the checker cannot read before the script runs",
