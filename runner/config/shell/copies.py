@@ -259,11 +259,17 @@ def _scan(text: str) -> Any:
 
 def _unquoted(text: str) -> str | None:
     """``text`` after quote removal, or None when an expansion or a command
-    substitution is left in it (``$x``, ``$(...)``, a backquote)."""
+    substitution is left in it (``$x``, ``$(...)``, a backquote, ``$'...'``).
+    Single quotes stay: a value's sentinel is a single-quoted word, which
+    the render finds as written (``values.literal`` removes the quotes)."""
     out = []
     for i, state in _scan(text):
         c = text[i]
         if state == "q":
+            if c == "$":
+                return None
+            if c == "'":
+                out.append(c)
             continue
         if state in ("", '"') and c in "$`":
             return None
@@ -307,6 +313,7 @@ def _braces(text: str) -> list[str]:
     ``{a..c}`` are sequences; at most ``LIMIT`` words."""
     states = dict(_scan(text))
     opens: list[int] = []
+    found: list[tuple[int, int, list[str]]] = []
     parameter = 0  # depth inside ${...}, which bash leaves to parameter expansion
     for i, c in enumerate(text):
         if states.get(i) not in ("", '"'):
@@ -322,15 +329,18 @@ def _braces(text: str) -> list[str]:
         elif c == "}" and opens:
             first = opens.pop()
             options = _brace_options(text, first, i, states)
-            if options is None:
-                continue
-            words: list[str] = []
-            for option in options:
-                for word in _braces(text[:first] + option + text[i + 1 :]):
-                    if len(words) < LIMIT:
-                        words.append(word)
-            return words
-    return [text]
+            if options is not None:
+                found.append((first, i, options))
+    if not found:
+        return [text]
+    # bash expands the brace that opens first, outer before inner: a{b,c{d,e}}
+    first, last, options = min(found)
+    words: list[str] = []
+    for option in options:
+        for word in _braces(text[:first] + option + text[last + 1 :]):
+            if len(words) < LIMIT:
+                words.append(word)
+    return words
 
 
 def _brace_options(text: str, first: int, last: int, states: dict[int, str]) -> list[str] | None:
