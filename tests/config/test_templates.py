@@ -817,3 +817,41 @@ def test_bashs_length_expansion_gets_a_hint_and_works_inside_raw() -> None:
     )
     assert problems == [], problems
     assert template.render({"x": Fields({"v": "a"})}) == "n=${#X}; echo \"$n\" 'a'"
+
+
+def test_every_directory_on_a_secret_files_path_counts() -> None:
+    """``creds/sub/token.txt``: ``cd {{ d }}`` with ``sub`` or ``creds`` is refused."""
+    template, _ = compile_template(
+        "cd -- {{ x.d }} && od -c -- *.txt", shell=True, fields_by_name={"x": None}
+    )
+    for value in ("sub", "creds"):
+        with pytest.raises(UnsafeTemplateError, match="directory that holds a secret"):
+            template.render({"x": Fields({"d": value})}, secret_files={"creds/sub/token.txt"})
+
+
+def test_read_without_r_drops_backslashes_before_the_secret_file_check() -> None:
+    """``read`` without ``-r`` turns ``.ne\\trc`` into ``.netrc``."""
+    template, problems = compile_template(
+        'read a f <<< {{ x.q }}; rev "$f"', shell=True, fields_by_name={"x": None}
+    )
+    assert problems == [], problems
+    with pytest.raises(UnsafeTemplateError, match="names a secret's file"):
+        template.render({"x": Fields({"q": "x .ne\\trc"})}, secret_files={"/w/.netrc"})
+
+
+def test_a_quoted_tilde_is_a_plain_directory_name() -> None:
+    """``cd -- '~'`` goes to a directory named ``~``, not a home."""
+    template, _ = compile_template("cd -- {{ x.d }} && pwd", shell=True, fields_by_name={"x": None})
+    assert template.render({"x": Fields({"d": "~"})}) == "cd -- '~' && pwd"
+
+
+def test_a_value_may_not_write_among_the_runners_home_dot_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    template, _ = compile_template(
+        "printf '%s' {{ x.v }} > {{ x.d }}", shell=True, fields_by_name={"x": None}
+    )
+    with pytest.raises(UnsafeTemplateError, match="where a file is written"):
+        template.render({"x": Fields({"v": "a", "d": f"{tmp_path}/.bashrc"})})
+    template.render({"x": Fields({"v": "a", "d": f"{tmp_path}/notes.txt"})})
