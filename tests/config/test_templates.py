@@ -855,3 +855,40 @@ def test_a_value_may_not_write_among_the_runners_home_dot_files(
     with pytest.raises(UnsafeTemplateError, match="where a file is written"):
         template.render({"x": Fields({"v": "a", "d": f"{tmp_path}/.bashrc"})})
     template.render({"x": Fields({"v": "a", "d": f"{tmp_path}/notes.txt"})})
+
+
+def test_a_safe_templated_tmpdir_passes_and_an_unsafe_one_is_refused() -> None:
+    from runner.config.templates import refuse_unsafe_env_values
+
+    refuse_unsafe_env_values({"TMPDIR": "out/tmp"}, ["TMPDIR"])
+    with pytest.raises(UnsafeTemplateError):
+        refuse_unsafe_env_values({"TMPDIR": "/etc/profile.d"}, ["TMPDIR"])
+
+
+def test_the_option_refusals_say_what_happened() -> None:
+    """A piece ``read`` cut from a value, and a value itself, before ``--``."""
+    for source, value in (
+        ('read -r q <<< {{ x.q }}; grep -rn "$q" .', "-ohe."),
+        ("grep -rn {{ x.q }} .", "-ohe."),
+    ):
+        template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+        assert problems == [], problems
+        with pytest.raises(
+            UnsafeTemplateError,
+            match="^run command refused before it ran: a value that starts with - reaches",
+        ):
+            template.render({"x": Fields({"q": value})})
+
+
+def test_a_system_destination_refusal_names_the_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    template, _ = compile_template(
+        "printf '%s' {{ x.v }} > {{ x.d }}", shell=True, fields_by_name={"x": None}
+    )
+    with pytest.raises(
+        UnsafeTemplateError,
+        match=r"\(/etc, /usr, /lib...\), a directory on PATH or a dot-file of HOME, or climbing with \.\.; write under the workspace",
+    ):
+        template.render({"x": Fields({"v": "a", "d": "/etc/ld.so.preload"})})
