@@ -80,14 +80,7 @@ class BesideValuesCheck(ReceiverCheck):
                 # touch -- {{ x }}; sort *: the glob may expand to a file name a
                 # value chose, read as an option (--compress-program=sh, the
                 # thirteenth review); after --, names are only operands
-                option_glob = self.glob_before_operands(resolved)
-                if option_glob is not None:
-                    self.refuse(
-                        "file-flow",
-                        option_glob,
-                        f"{name} {self.text(option_glob)[:30]}: a file name a value chose "
-                        "may expand here as an option (put -- before it)",
-                    )
+                self.refuse_option_glob(resolved)
 
     def option_globs(self) -> None:
         """Strict mode, after a consumer may have made a file a value names:
@@ -96,16 +89,20 @@ class BesideValuesCheck(ReceiverCheck):
         self.index = None
         for command in self.commands:
             resolved = self.resolve_quietly(command)
-            if resolved is None or resolved.name in BUILTINS | STRICT_RECEIVERS:
-                continue
-            option_glob = self.glob_before_operands(resolved)
-            if option_glob is not None:
-                self.refuse(
-                    "file-flow",
-                    option_glob,
-                    f"{resolved.name} {self.text(option_glob)[:30]}: a file name a value "
-                    "chose may expand here as an option (put -- before it)",
-                )
+            if resolved is not None and resolved.name not in BUILTINS | STRICT_RECEIVERS:
+                self.refuse_option_glob(resolved)
+
+    def refuse_option_glob(self, resolved: Any) -> None:
+        """A glob before ``resolved``'s operands may expand to a file name a
+        value chose, read as an option; after ``--``, names are only operands."""
+        option_glob = self.glob_before_operands(resolved)
+        if option_glob is not None:
+            self.refuse(
+                "file-flow",
+                option_glob,
+                f"{resolved.name} {self.text(option_glob)[:30]}: a file name a value chose "
+                "may expand here as an option (put -- before it)",
+            )
 
     def globs_into_variables(self) -> None:
         """Once a value may have named a file, a glob that fills a variable
