@@ -354,13 +354,12 @@ class LocalSandbox(Sandbox):
         (since the mark ``since``, or all of them).  A process that left its
         group (``setsid``) is not found: this backend isolates nothing."""
         groups = {g for g in self._process_groups if since is None or g not in since}
-        killed = 0
-        for group in groups:
-            if _group_exists(group):
-                _kill_group(group)
-                killed += 1
-            self._process_groups.discard(group)
-        return killed
+        killed = {g for g in groups if _group_exists(g)}
+        for group in killed:
+            _kill_group(group)
+        self._process_groups -= groups
+        await _wait_until_dead(killed)
+        return len(killed)
 
     async def delete(self) -> None:
         """Kill what the session's commands left running, then remove the directory.
@@ -368,9 +367,11 @@ class LocalSandbox(Sandbox):
         Only the process groups of commands that left something running are
         still remembered here (see ``execute``).
         """
-        for group in self._process_groups:
+        groups = set(self._process_groups)
+        for group in groups:
             _kill_group(group)
         self._process_groups.clear()
+        await _wait_until_dead(groups)
         if self._workspace_fd >= 0:
             os.close(self._workspace_fd)
             self._workspace_fd = -1
@@ -435,6 +436,42 @@ def _group_exists(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+#: How long ``delete`` and ``end_processes`` wait for the processes they
+#: killed to be gone.  SIGKILL is queued at once, but a process dies only
+#: when it next runs: on a loaded machine that is after ``killpg`` returns,
+#: and "nothing of the sandbox runs" must hold when they return.
+KILLED_WAIT_SECONDS = 5.0
+
+
+async def _wait_until_dead(groups: set[int]) -> None:
+    """Return once no process of ``groups`` runs (or after ``KILLED_WAIT_SECONDS``)."""
+    deadline = time.monotonic() + KILLED_WAIT_SECONDS
+    while (groups := _groups_running(groups)) and time.monotonic() < deadline:
+        await anyio.sleep(0.01)
+
+
+def _groups_running(groups: set[int]) -> set[int]:
+    """Those of ``groups`` with a process that is not a zombie (a killed
+    process its new parent has not reaped yet runs nothing).  Without
+    ``/proc`` a group counts while any member, zombies too, is left."""
+    left = {g for g in groups if _group_exists(g)}
+    if not left or not os.path.isdir("/proc"):
+        return left
+    running = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        state, group = fields[0], int(fields[2])
+        if group in left and state != b"Z":
+            running.add(group)
+    return running
 
 
 def _exit_status(returncode: int | None) -> int:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 import runner as agents
 from runner.sandboxes.docker.engine import process_start_time
-from runner.sandboxes.local import DangerousLocalWarning
+from runner.sandboxes.local import DangerousLocalWarning, _group_exists, _groups_running
 
 pytestmark = pytest.mark.anyio
 
@@ -107,12 +109,27 @@ async def test_background_processes_are_killed_at_close(local_backend) -> None:
         except FileNotFoundError:
             return True
 
-    # SIGKILL is sent at close; the kernel ends the process a moment later.
-    for _ in range(100):
-        if dead():
-            break
-        await anyio.sleep(0.05)
+    # SIGKILL is sent at close, and close returns once the process is gone
+    # (the kernel ends it when it next runs: on a loaded machine, later).
     assert dead(), status.read_text()
+
+
+def test_a_killed_process_not_yet_reaped_runs_nothing() -> None:
+    """What close waits for: a group counts as running until its processes
+    are dead; a zombie (killed, its parent has not reaped it) is dead."""
+    process = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        assert _groups_running({process.pid, 2**22 + 7}) == {process.pid}
+        os.killpg(process.pid, signal.SIGKILL)
+        zombie = Path(f"/proc/{process.pid}/stat")
+        while b") Z " not in zombie.read_bytes():
+            time.sleep(0.01)
+        assert _group_exists(process.pid)  # the zombie still holds its group
+        assert _groups_running({process.pid}) == set()
+    finally:
+        process.kill()
+        process.wait()
+    assert _groups_running({process.pid}) == set()
 
 
 async def test_finished_commands_leave_no_process_group_to_kill_later(local_backend) -> None:
