@@ -397,6 +397,16 @@ def test_any_value_is_one_quoted_word_that_bash_reads_back_whole(values) -> None
     assert received == b"".join(v.encode() + b"\0" for v in values)
 
 
+def runner(tmp_path: Path, *args: str, token: str | None = None) -> tuple[int, str]:
+    """The installed CLI's ``runner ARGS`` in ``tmp_path`` (``token``: the
+    secret's ``RUNNER_TEST_TOKEN``): its exit status and its output."""
+    env = {**os.environ, "RUNNER_TEST_TOKEN": token} if token else None
+    result = subprocess.run(
+        [*RUNNER_CLI, *args], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
 # --- review 20's G5: a value that chooses how a secret file is printed ---------------
 
 
@@ -455,15 +465,10 @@ def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
         before=[{"secret_file": ".netrc", "secret": "tok"}],
         top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
     )
-    result = subprocess.run(
-        [*RUNNER_CLI, "run", str(path), "--input", f"acme.x={value}"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    status, output = runner(
+        tmp_path, "run", str(path), "--input", f"acme.x={value}", token="hunter2secret"
     )
-    assert result.returncode == 2, result.stderr
-    output = result.stdout + result.stderr
+    assert status == 2, output
     assert "h   u   n   t" not in output and ":h\n" not in output and "\nu\n" not in output
 
 
@@ -486,25 +491,18 @@ def test_a_value_cannot_print_a_file_a_write_step_filled_from_a_secret_input(
             }
         },
     )
-    result = subprocess.run(
-        [
-            *RUNNER_CLI,
-            "run",
-            str(path),
-            *("--input", 'acme.x={"f": "npmrc.txt"}'),
-            *("--input", 'acme.s={"token": "hunter2secret"}'),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    status, output = runner(
+        tmp_path,
+        *("run", str(path)),
+        *("--input", 'acme.x={"f": "npmrc.txt"}'),
+        *("--input", 'acme.s={"token": "hunter2secret"}'),
     )
-    output = result.stdout + result.stderr
     assert "h   u   n   t" not in output
     if refused:
-        assert result.returncode == 2, output
+        assert status == 2, output
         assert "a write: step filled from a secret" in output
     else:
-        assert result.returncode == 0, output  # the step ran: od read the file
+        assert status == 0, output  # the step ran: od read the file
 
 
 @pytest.mark.parametrize(("name", "refused"), [("tok.txt", True), ("notes.txt", False)])
@@ -521,21 +519,10 @@ def test_a_value_cannot_print_the_host_file_of_a_from_file_secret(
         "od -An -c -- {{ x.f }}",
         top={"secrets": {"tok": {"from_file": "tok.txt"}}},
     )
-    result = subprocess.run(
-        [
-            *RUNNER_CLI,
-            "run",
-            str(path),
-            "--input",
-            "acme.x=" + json.dumps({"f": str(tmp_path / name)}),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    output = result.stdout + result.stderr
+    value = json.dumps({"f": str(tmp_path / name)})
+    status, output = runner(tmp_path, "run", str(path), "--input", f"acme.x={value}")
     assert "h   u   n   t" not in output
-    assert result.returncode == (2 if refused else 0), output
+    assert status == (2 if refused else 0), output
     assert ("a value names a secret's file" in output) is refused
 
 
@@ -648,11 +635,9 @@ def test_a_secret_file_path_may_not_come_from_an_input(tmp_path: Path) -> None:
         before=[{"secret_file": "{{ x.p }}", "secret": "tok"}],
         top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
     )
-    result = subprocess.run(
-        [*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "secret_file: path may not hold an input's value" in result.stdout + result.stderr
+    status, output = runner(tmp_path, "validate", str(path))
+    assert status == 2, output
+    assert "secret_file: path may not hold an input's value" in output
 
 
 def test_an_upload_may_not_copy_a_from_file_secrets_file(tmp_path: Path) -> None:
@@ -665,15 +650,9 @@ def test_an_upload_may_not_copy_a_from_file_secrets_file(tmp_path: Path) -> None
         before=[{"upload": "{{ x.src }}", "to": "data.bin"}],
         top={"secrets": {"tok": {"from_file": "tok.txt"}}},
     )
-    result = subprocess.run(
-        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"src": "tok.txt"}'],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    output = result.stdout + result.stderr
+    status, output = runner(tmp_path, "run", str(path), "--input", 'acme.x={"src": "tok.txt"}')
     assert "h   u   n   t" not in output
-    assert result.returncode != 0 and "is the file a from_file: secret is read" in output, output
+    assert status != 0 and "is the file a from_file: secret is read" in output, output
 
 
 @pytest.mark.parametrize(("value", "refused"), [("creds/token.txt", True), ("notes.txt", False)])
@@ -693,25 +672,19 @@ def test_a_value_may_not_save_a_secret_file_in_clear(tmp_path: Path, value, refu
     steps = document["agent"]["environment"]["hooks"][0]["on_create"]
     steps.append({"save": "{{ x.f }}", "to": "saved.txt"})
     path.write_text(json.dumps(document))
-    result = subprocess.run(
-        [
-            *RUNNER_CLI,
-            "run",
-            str(path),
-            *("--input", "acme.x=" + json.dumps({"f": value})),
-            *("--output-dir", str(tmp_path / "out")),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    status, output = runner(
+        tmp_path,
+        *("run", str(path)),
+        *("--input", "acme.x=" + json.dumps({"f": value})),
+        *("--output-dir", str(tmp_path / "out")),
+        token="hunter2secret",
     )
     saved = tmp_path / "out" / "saved.txt"
     assert not (saved.exists() and "hunter2" in saved.read_text())
     if refused:
-        assert result.returncode != 0 and "names a secret's file" in result.stderr, result.stderr
+        assert status != 0 and "names a secret's file" in output, output
     else:
-        assert result.returncode == 0 and saved.read_text() == "hi\n", result.stderr
+        assert status == 0 and saved.read_text() == "hi\n", output
 
 
 def test_a_link_an_earlier_step_made_to_a_secret_file_stays_secret(tmp_path: Path) -> None:
@@ -731,21 +704,14 @@ def test_a_link_an_earlier_step_made_to_a_secret_file_stays_secret(tmp_path: Pat
             }
         },
     )
-    result = subprocess.run(
-        [
-            *RUNNER_CLI,
-            "run",
-            str(path),
-            *("--input", 'acme.x={"f": "link.txt"}'),
-            *("--input", 'acme.s={"token": "hunter2secret"}'),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    status, output = runner(
+        tmp_path,
+        *("run", str(path)),
+        *("--input", 'acme.x={"f": "link.txt"}'),
+        *("--input", 'acme.s={"token": "hunter2secret"}'),
     )
-    output = result.stdout + result.stderr
     assert "h   u   n   t" not in output
-    assert result.returncode == 2 and "names a secret's file" in output, output
+    assert status == 2 and "names a secret's file" in output, output
 
 
 def test_a_value_chosen_cwd_may_not_be_a_secret_files_directory(tmp_path: Path) -> None:
@@ -760,16 +726,11 @@ def test_a_value_chosen_cwd_may_not_be_a_secret_files_directory(tmp_path: Path) 
         ],
         top={"secrets": {"tok": {"from_env": "RUNNER_TEST_TOKEN"}}},
     )
-    result = subprocess.run(
-        [*RUNNER_CLI, "run", str(path), "--input", 'acme.x={"d": "creds"}'],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "RUNNER_TEST_TOKEN": "hunter2secret"},
+    status, output = runner(
+        tmp_path, "run", str(path), "--input", 'acme.x={"d": "creds"}', token="hunter2secret"
     )
-    output = result.stdout + result.stderr
     assert "h   u   n   t" not in output
-    assert result.returncode == 2 and "directory that holds a secret" in output, output
+    assert status == 2 and "directory that holds a secret" in output, output
 
 
 @pytest.mark.parametrize(
