@@ -150,7 +150,7 @@ def guard_outputs(
     ``by_name`` maps the names templates use (aliases) to their input's guard,
     ``by_input_id`` the ids ``inputs['...']`` takes.  A ``{{ }}`` reads an input
     when its expression names it, or names a variable a ``{% set %}`` or a
-    ``{% for %}`` took from it; ``inputs[...]`` with a computed key reads every
+    ``{% for %}`` took from it (``loop`` too, inside any ``{% for %}``); ``inputs[...]`` with a computed key reads every
     input.  ``options=False`` (``write`` content: data, not an argument) skips the
     option check but still registers secrets.  Called once the template passed
     every check (the guard filter is outside the allow-list).
@@ -178,7 +178,12 @@ def guard_outputs(
         for node in tree.find_all((nodes.Assign, nodes.For)):
             source = node.node if isinstance(node, nodes.Assign) else node.iter
             carried = guards_of(source)
-            for target in [node.target, *node.target.find_all(nodes.Name)]:
+            targets = [node.target, *node.target.find_all(nodes.Name)]
+            if isinstance(node, nodes.For):
+                # Jinja's own ``loop`` holds the iterable's items too
+                # (``loop.previtem``, ``loop.nextitem``: review 25's B1).
+                targets.append(nodes.Name("loop", "store"))
+            for target in targets:
                 if not isinstance(target, nodes.Name):
                     continue
                 known = derived.setdefault(target.name, set())

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from agent_files import one_step_agent
 from conftest import RUNNER_CLI
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -499,3 +500,21 @@ def test_a_secret_file_that_is_a_fifo_or_huge_is_refused_at_once(tmp_path, kind)
     reason = "not a regular file" if kind == "fifo" else "larger than 1000000 bytes"
     assert "secret 'deploy_key': cannot read keys/deploy.pem:" in result.stderr
     assert reason in result.stderr
+
+
+def test_jinjas_loop_variable_over_a_secret_list_is_masked(tmp_path) -> None:
+    """Review 25's B1 through the installed CLI: ``loop.previtem`` of a loop
+    over a secret input's list printed an item unmasked, in the progress
+    and in the JSON events."""
+    path = one_step_agent(
+        tmp_path,
+        "{% for t in s.toks %}echo {{ loop.previtem | default('none') | upper }}\n{% endfor %}",
+        top={"inputs": {"acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}}}},
+    )
+    secret = 'acme.s={"toks": ["hunter2secret", "other-token"]}'
+    for view in ("-v", "--json"):
+        ran = runner("run", str(path), "--input", secret, view, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        output = ran.stdout + ran.stderr
+        assert "NONE" in output and "***" in output, output
+        assert "HUNTER2SECRET" not in output.upper(), output

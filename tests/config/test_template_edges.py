@@ -510,6 +510,41 @@ def test_a_rendered_secret_word_is_registered_in_every_form_unless_masked() -> N
         _secrets.reset(token)
 
 
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        (
+            "{% for t in [s.t, 'a'] %}echo {{ loop.previtem | default('none') | upper }}{% endfor %}",
+            False,
+        ),
+        ("{% for t in ['a', s.t] %}echo {{ loop.nextitem | default('none') }}{% endfor %}", False),
+        (
+            "{% for t in [s.t, 'a'] %}{% set w = loop.previtem | default('none') %}echo {{ w }}{% endfor %}",
+            False,
+        ),
+        # a character a word: too short to mask
+        ("{% for c in s.t %}echo {{ loop.previtem | default('xyz') }}{% endfor %}", True),
+    ],
+)
+def test_jinjas_own_loop_variable_carries_the_secret_it_iterates(source, refused) -> None:
+    """Review 25's B1: ``loop.previtem`` (and ``nextitem``) hold the items of
+    a loop over a secret, and were printed unmasked."""
+    from runner.core.events import _secrets
+
+    token = _secrets.set(())
+    try:
+        template = guarded(source)
+        assert wrapped(template) and all(secret for _, secret, _ in wrapped(template))
+        if refused:
+            with pytest.raises(UnsafeTemplateError, match="too short to mask"):
+                template.render(values())
+        else:
+            template.render(values())
+            assert any("HIDDEN-WORD" in form.upper() for form in _secrets.get())
+    finally:
+        _secrets.reset(token)
+
+
 def test_a_guard_is_compiled_in_even_after_a_first_render() -> None:
     names = {"x": None}
     # echo, a builtin: the runner's check of a program's option-like values is not in the way
