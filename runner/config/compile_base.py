@@ -17,7 +17,7 @@ from typing import Any
 from ..core.hooks import SandboxHook
 from ..engine.inputs import SessionInput
 from .errors import ConfigProblem, JsonPath
-from .host_paths import check_relative
+from .host_paths import RUNNER_NAMES, check_relative, check_value_destination
 from .steps import (
     InputBinding,
     Paths,
@@ -206,13 +206,17 @@ class CompilerBase:
                 found |= {str(given), os.path.realpath(given)}
         return frozenset(found)
 
-    def host_path(self, path: JsonPath, source: str) -> Template | None:
+    def host_path(self, path: JsonPath, source: str, *, writes: bool = False) -> Template | None:
+        """A host path's template (``writes``: where a file lands on the host)."""
         template = self.template(path, source, shell=False)
-        if template is not None and template.is_static:
-            reason = check_relative(source)
-            if reason:
-                self.problem(path, reason)
-                return None
+        if template is None:
+            return None
+        reason = check_relative(source) if template.is_static else None
+        if writes and template.names - RUNNER_NAMES:
+            reason = check_value_destination(source)
+        if reason:
+            self.problem(path, reason)
+            return None
         return template
 
     # --- hooks --------------------------------------------------------------

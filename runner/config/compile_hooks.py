@@ -109,7 +109,7 @@ class HooksCompiler(CompilerBase):
                 step = WriteStep(label=label, path=target, content=content)
         elif "save" in spec:
             source = self.template((*path, "save"), spec["save"], shell=False)
-            to = self.host_path((*path, "to"), spec["to"])
+            to = self.host_path((*path, "to"), spec["to"], writes=True)
             templates = [source, to]
             if source and to:
                 step = SaveStep(

@@ -27,6 +27,66 @@ def check_relative(path: str) -> str | None:
     return None
 
 
+#: The names templates see that no input chose (``{{ session.id }}``).
+RUNNER_NAMES = frozenset({"session"})
+
+
+def split_template_path(source: str) -> list[str]:
+    """``source`` (a path template) cut at each ``/`` of its literal text: a
+    ``/`` inside ``{{ }}``, ``{% %}`` or ``{# #}`` does not cut."""
+    import re
+
+    components = [""]
+    for piece in re.split(r"({{.*?}}|{%.*?%}|{#.*?#})", source, flags=re.S):
+        if piece.startswith(("{{", "{%", "{#")):
+            components[-1] += piece
+            continue
+        first, *rest = piece.split("/")
+        components[-1] += first
+        components.extend(rest)
+    return components
+
+
+def check_value_destination(source: str) -> str | None:
+    """Why a ``save: ... to:`` template that reads an input is refused, or None.
+
+    A value may choose the folders (the template fixes the file's name:
+    ``to: "{{ x.dir }}/report.md"``) or a name inside a folder the template
+    names (``to: "saved/{{ x.name }}"``), never a file's name at the output
+    folder's top: there a hostile name replaces what the user's next command
+    runs (a ``Makefile``, a ``.pth`` in a venv, the agent's YAML: review 25's A1).
+    """
+    components = split_template_path(source)
+    templated = [_templated(c) for c in components]
+    if templated[-1] and (len(components) == 1 or templated[0]):
+        return (
+            "a value may choose the saved file's name only inside a folder the template "
+            'names (to: "saved/{{ x.name }}"), or the folders with the name fixed '
+            '(to: "{{ x.dir }}/report.md"): a name chosen at the output folder\'s top '
+            "could replace a file there that runs (a Makefile, the agent's YAML)"
+        )
+    return None
+
+
+def check_value_path(source: str, path: str, *, what: str) -> None:
+    """``path``, rendered from the template ``source`` with an input's value,
+    may not hold a folder or a name that starts with ``.`` unless the template
+    itself writes it (``.git/config``, ``.venv``, ``.envrc``, ``.env``: what
+    runs or holds credentials on the host; review 25's A1)."""
+    fixed = {part for part in split_template_path(source) if not _templated(part)}
+    hidden = [p for p in PurePosixPath(path).parts if p.startswith(".") and p not in fixed]
+    if hidden:
+        raise HostPathError(
+            f"{what}: {path!r} holds a folder or file name that starts with '.' "
+            f"({hidden[0]!r}), which a value may not choose on the host; "
+            "write it in the template if it is meant"
+        )
+
+
+def _templated(text: str) -> bool:
+    return "{{" in text or "{%" in text
+
+
 def resolve_inside(base: Path, path: str, *, what: str) -> Path:
     """``base / path``, refusing anything that ends up outside ``base``."""
     reason = check_relative(path)

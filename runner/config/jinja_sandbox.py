@@ -150,10 +150,11 @@ def guard_outputs(
     ``by_name`` maps the names templates use (aliases) to their input's guard,
     ``by_input_id`` the ids ``inputs['...']`` takes.  A ``{{ }}`` reads an input
     when its expression names it, or names a variable a ``{% set %}`` or a
-    ``{% for %}`` took from it (``loop`` too, inside any ``{% for %}``); ``inputs[...]`` with a computed key reads every
-    input.  ``options=False`` (``write`` content: data, not an argument) skips the
-    option check but still registers secrets.  Called once the template passed
-    every check (the guard filter is outside the allow-list).
+    ``{% for %}`` took from it (``loop`` too, inside any ``{% for %}``);
+    ``inputs[...]`` with a computed key reads every input.  ``options=False``
+    (``write`` content: data, not an argument) skips the option check but
+    still registers secrets.  Called once the template passed every check
+    (the guard filter is outside the allow-list).
     """
     if template is None or template.tree is None or not (by_name or by_input_id):
         return

@@ -29,7 +29,7 @@ from ..core.redaction import MASK, scrub
 from ..engine.dependencies import Depends
 from ..engine.inputs import SessionInput, secret_strings
 from ..sandboxes.base import Sandbox, SandboxExecutionResult
-from .host_paths import resolve_inside
+from .host_paths import RUNNER_NAMES, check_value_path, resolve_inside
 from .templates import (
     MASKED_CONTEXT,
     Fields,
@@ -337,7 +337,9 @@ class SaveStep(Step):
                 "save it by a fixed path if that is meant",
                 exit_code=1,
             )
-        target = resolve_inside(paths.output_dir, self.to.render(context), what="save: to")
+        to = self.to.render(context)
+        target = resolve_inside(paths.output_dir, to, what="save: to")
+        _check_value_path(self.to, to, what="save: to")
         await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
         try:
             # Streamed to disk where the backend can, bounded by max_file_bytes.
@@ -351,6 +353,12 @@ class SaveStep(Step):
                 exit_code=1,
             ) from None
         return {"bytes": size, "host_path": str(target)}
+
+
+def _check_value_path(template: Template, rendered: str, *, what: str) -> None:
+    """A host path an input's value helps choose holds no dot-name of the value's."""
+    if template.names - RUNNER_NAMES:
+        check_value_path(template.source, rendered, what=what)
 
 
 class UploadStep(Step):
@@ -380,7 +388,9 @@ class UploadStep(Step):
         paths: Paths,
         secrets: Mapping[str, str],
     ) -> dict:
-        source = resolve_inside(paths.config_dir, self.source.render(context), what="upload")
+        named = self.source.render(context)
+        source = resolve_inside(paths.config_dir, named, what="upload")
+        _check_value_path(self.source, named, what="upload")
         if str(source) in self.host_secret_files or os.path.realpath(source) in {
             os.path.realpath(p) for p in self.host_secret_files
         }:

@@ -10,8 +10,11 @@ import pytest
 from runner.config.host_paths import (
     HostPathError,
     check_relative,
+    check_value_destination,
+    check_value_path,
     read_regular_file,
     resolve_inside,
+    split_template_path,
 )
 
 
@@ -99,3 +102,63 @@ def test_read_regular_file_reads_no_more_than_the_limit_of_a_huge_file(tmp_path)
     finally:
         tracemalloc.stop()
     assert peak < 1024 * 1024
+
+
+# --- review 25's A1: a value that chooses where a saved file lands on the host ------
+
+
+def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
+    assert split_template_path("a/{{ x | replace('/', '-') }}/b.md") == [
+        "a",
+        "{{ x | replace('/', '-') }}",
+        "b.md",
+    ]
+    # text between tags is the template's own: its / cuts
+    assert split_template_path("{% if x %}a/b{% endif %}") == ["{% if x %}a", "b{% endif %}"]
+    assert split_template_path("{# a/b #}c/d") == ["{# a/b #}c", "d"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ x.name }}",  # the name at the output folder's top
+        "{{ x.a }}{{ x.b }}.json",
+        "report-{{ x.n }}.md",
+        "{{ x.dir }}/{{ x.name }}",  # the folders and the name
+        "{% if x.a %}{{ x.a }}{% endif %}",
+    ],
+)
+def test_a_value_may_not_choose_a_file_name_at_the_output_folders_top(source) -> None:
+    reason = check_value_destination(source)
+    assert reason is not None and "inside a folder the template names" in reason
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "saved/{{ x.name }}",
+        "out/{{ x.a }}/{{ x.b }}.json",
+        "{{ x.dir }}/report.md",  # the folders only: the template fixes the name
+        "{{ x.a }}/{{ x.b }}/checks.txt",
+        "fixed.md",
+    ],
+)
+def test_a_value_may_choose_folders_or_a_name_inside_a_named_folder(source) -> None:
+    assert check_value_destination(source) is None
+
+
+@pytest.mark.parametrize(
+    "rendered",
+    ["saved/.bashrc", "saved/a/.git/config", "saved/.venv/lib/x.pth"],
+)
+def test_a_value_may_not_choose_a_dot_name_on_the_host(rendered) -> None:
+    with pytest.raises(HostPathError, match="starts with '.'") as caught:
+        check_value_path("saved/{{ x.name }}", rendered, what="save: to")
+    assert str(caught.value).startswith("save: to: ")
+
+
+def test_a_dot_name_the_template_writes_itself_is_allowed() -> None:
+    check_value_path(".reports/{{ x.name }}", ".reports/pr-12.md", what="save: to")
+    check_value_path("saved/{{ x.name }}", "saved/a.b/c.d", what="save: to")
+    with pytest.raises(HostPathError):
+        check_value_path(".reports/{{ x.name }}", ".reports/.envrc", what="save: to")

@@ -853,3 +853,58 @@ def test_a_system_destination_refusal_names_the_places(
         match=r"\(/etc, /usr, /lib...\), a directory on PATH or a dot-file of HOME, or climbing with \.\.; write under the workspace",
     ):
         template.render({"x": Fields({"v": "a", "d": "/etc/ld.so.preload"})})
+
+
+# --- review 25's A1: a value that chooses where a saved file lands on the host -------
+
+
+def save_agent(tmp_path: Path, to: str) -> Path:
+    """One step writes the value's body; ``on_destroy`` saves it ``to:``."""
+    path = one_step_agent(tmp_path, "printf '%s\\n' {{ x.body }} > report.txt")
+    document = json.loads(path.read_text())
+    hook = document["agent"]["environment"]["hooks"][0]
+    hook["on_destroy"] = [{"save": "report.txt", "to": to}]
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_value_may_not_name_a_saved_file_at_the_output_folders_top(tmp_path: Path) -> None:
+    """The review's t/A1: ``to: "{{ x.name }}"`` with a venv's
+    ``site-packages/x.pth`` ran the body as Python on the next ``runner``."""
+    status, output = runner(tmp_path, "validate", str(save_agent(tmp_path, "{{ x.name }}")))
+    assert status == 2, output
+    assert "agent.yaml:" in output and "inside a folder the template names" in output
+    assert "on_destroy[0].to" in output
+
+
+@pytest.mark.parametrize(
+    ("name", "landed"),
+    [("a/.git/config", None), (".pth-dir/x.pth", None), ("pr-12/report.md", "pr-12/report.md")],
+)
+def test_a_value_may_not_choose_a_dot_folder_or_name_on_the_host(
+    tmp_path: Path, name: str, landed: str | None
+) -> None:
+    path = save_agent(tmp_path, "saved/{{ x.name }}")
+    out = tmp_path / "out"
+    value = json.dumps({"name": name, "body": "[core]\n\tfsmonitor = touch PWNED"})
+    status, output = runner(
+        tmp_path, "run", str(path), "--input", f"acme.x={value}", "--output-dir", str(out)
+    )
+    saved = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    if landed is None:
+        assert status != 0 and "which a value may not choose on the host" in output, output
+        assert saved == []
+    else:
+        assert status == 0, output
+        assert saved == [f"saved/{landed}"]
+
+
+def test_an_upload_may_not_read_a_dot_file_a_value_names(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / ".env").write_text("TOKEN=hunter2secret\n")
+    path = one_step_agent(
+        tmp_path, "cat -- data.txt", before=[{"upload": "files/{{ x.f }}", "to": "data.txt"}]
+    )
+    status, output = runner(tmp_path, "run", str(path), "--input", 'acme.x={"f": ".env"}', "-v")
+    assert status != 0 and "which a value may not choose on the host" in output, output
+    assert "hunter2secret" not in output
