@@ -111,13 +111,19 @@ def secret_forms(text: str) -> set[str]:
     # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
     # backslash too, which leaves this form a substring of the printed word.
     backslashed = "".join("\\" + c if c in _BASH_BACKSLASHED else c for c in text)
-    # GNU base64 and basenc wrap at 76 columns, openssl base64 at 64 (the
-    # eleventh review: a long secret's wrapped base64 was not masked): each
-    # line is a form of its own, as output is shown line by line or with
-    # its newlines escaped
-    lines = {w: [b64[i : i + w] for i in range(0, len(b64), w)] for w in (76, 64) if len(b64) > w}
-    wrapped = {"\n".join(chunks) for chunks in lines.values()}
-    wrapped |= {chunk for chunks in lines.values() for chunk in chunks}
+    hex_lower = original.hex()
+    b32 = base64.b32encode(original).decode("ascii")
+    b64url = base64.urlsafe_b64encode(raw).decode("ascii")
+    wrapped = _wrapped_forms(
+        # GNU base64, base32 and basenc wrap at 76 columns, openssl base64 at
+        # 64 (the eleventh review), xxd -p at 60 (review 25's B2: a long
+        # secret's wrapped base32 or hex was not masked)
+        (b64, (76, 64)),
+        (b32, (76,)),
+        (b64url, (76,)),
+        (hex_lower.upper(), (76,)),  # basenc --base16
+        (hex_lower, (60,)),  # xxd -p
+    )
     return (
         wrapped
         | {
@@ -141,13 +147,34 @@ def secret_forms(text: str) -> set[str]:
             b64,
             b64.rstrip("="),
             # xxd -p, od and hexdump print hex; base32 (the twelfth review)
-            original.hex(),
-            original.hex().upper(),
-            base64.b32encode(original).decode("ascii"),
-            base64.b32encode(original).decode("ascii").rstrip("="),
-            base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
+            hex_lower,
+            hex_lower.upper(),
+            b32,
+            b32.rstrip("="),
+            b64url.rstrip("="),
         }
     )
+
+
+#: A wrapped encoding's last line shorter than this is no form of its own:
+#: as short a form would mask the same few characters anywhere in output
+#: (a hex line of "3d"), and it holds at most a few bytes of the secret.
+MIN_WRAPPED_LINE = 8
+
+
+def _wrapped_forms(*encodings: tuple[str, tuple[int, ...]]) -> set[str]:
+    """Each encoded text as a tool prints it wrapped at each of its widths:
+    the lines joined by newlines, and each line, as output is shown line by
+    line (or with its newlines escaped)."""
+    forms: set[str] = set()
+    for encoded, widths in encodings:
+        for width in widths:
+            if len(encoded) <= width:
+                continue
+            lines = [encoded[i : i + width] for i in range(0, len(encoded), width)]
+            forms.add("\n".join(lines))
+            forms |= {line for line in lines if len(line) >= MIN_WRAPPED_LINE}
+    return forms
 
 
 def _original_bytes(text: str) -> bytes:

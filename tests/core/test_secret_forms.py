@@ -325,6 +325,44 @@ def test_a_secret_url_encoded_by_other_tools_is_scrubbed(encoder) -> None:
     assert scrub(f"token={printed};", forms) == "token=***;"
 
 
+#: Tools that wrap an encoding, as they print it by default (review 25's B2:
+#: only base64's lines were forms; a long secret's base32 or hex came out
+#: in lines none of which was masked).
+WRAPPING_ENCODERS = {
+    "base64": ["base64"],
+    "openssl-base64": ["openssl", "base64"],
+    "base32": ["base32"],
+    "basenc-base16": ["basenc", "--base16"],
+    "basenc-base64url": ["basenc", "--base64url"],
+    "xxd-p": ["xxd", "-p"],
+}
+
+
+@pytest.mark.parametrize("encoder", WRAPPING_ENCODERS.values(), ids=WRAPPING_ENCODERS.keys())
+def test_each_line_of_a_wrapped_encoding_is_masked(encoder) -> None:
+    """Output is shown (and scrubbed) a line at a time: every line the tool
+    prints is masked, or its last one is under ``MIN_WRAPPED_LINE``."""
+    from runner.core.redaction import MIN_WRAPPED_LINE, scrub, secret_text_forms
+
+    secret = "s3cr3t Pass!word(x)*'y'/" * 4  # 96 bytes: every tool wraps it
+    forms = sorted(secret_text_forms(secret), key=len, reverse=True)
+    printed = subprocess.run(
+        encoder, input=secret, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(printed) > 1, printed  # it wrapped
+    for line in printed:
+        assert scrub(line, forms) == "***" or len(line) < MIN_WRAPPED_LINE, (line, printed)
+
+
+def test_a_short_last_line_of_a_wrapped_encoding_masks_nothing_else() -> None:
+    from runner.core.redaction import MIN_WRAPPED_LINE, scrub, secret_text_forms
+
+    secret = "x" * 31  # xxd -p: a line of 60 hex digits, then "78"
+    forms = secret_text_forms(secret)
+    assert "78" * 30 in forms and "78" not in forms and MIN_WRAPPED_LINE > 2
+    assert scrub("port 7878", sorted(forms, key=len, reverse=True)) == "port 7878"
+
+
 # --- (d) a multi-line secret (review 21's H7) ---------------------------------
 
 PEM = "-----BEGIN KEY-----\nMIIBVAIBADANBgkqhkiG9w0B\nAQEFAASCAT4wggE6AgEAAkEA\n-----END KEY-----\n"
