@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -96,6 +97,10 @@ def write_module(
             """
         )
     )
+    # Python keeps using the cached bytecode of a source rewritten in the same
+    # second with the same size (its check is mtime and size): a restarted
+    # server would import the old hooks ("Counted(), Blocking()" swapped).
+    shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
 
 
 def yaml_agent(tmp_path: Path) -> Path:

@@ -199,11 +199,18 @@ def lines(path: Path) -> int:
 
 
 def wait_status(client: httpx.Client, session_id: str, *statuses: str) -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
-        body = client.get(f"/v1/sessions/{session_id}").json()
-        return body if body["status"] in statuses else None
+    last: dict[str, Any] = {}
 
-    return wait_for(reached, what=f"session {session_id} to be {' or '.join(statuses)}")
+    def reached() -> dict[str, Any] | None:
+        last.update(client.get(f"/v1/sessions/{session_id}").json())
+        return dict(last) if last["status"] in statuses else None
+
+    try:
+        return wait_for(reached, what=f"session {session_id} to be {' or '.join(statuses)}")
+    except AssertionError as late:  # say where it stayed
+        raise AssertionError(
+            f"{late}; last {last.get('status')!r}: {last.get('error')!r}"
+        ) from None
 
 
 def sse_events(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
