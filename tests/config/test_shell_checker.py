@@ -23,7 +23,12 @@ CASES = [
     ("nice eval {0}", (), [(0, "evaluating-builtin", 1, 6, "eval")]),
     ("nice nice eval {0}", (), [(0, "evaluating-builtin", 1, 11, "eval")]),
     ("/usr/bin/nice eval {0}", (), [(0, "evaluating-builtin", 1, 15, "eval")]),
-    ("nice -n 5 echo {0}", (), [(0, "wrapper", 1, 6, "nice -n")]),
+    ("nice -n 5 echo {0}", (), []),  # nice's and timeout's literal options are skipped
+    ("nice -n 5 eval {0}", (), [(0, "evaluating-builtin", 1, 11, "eval")]),
+    ("nice -n {0} echo hi", (), [(0, "command-name", 1, 9, "")]),
+    ("nice -q echo {0}", (), [(0, "wrapper", 1, 6, "nice -q")]),
+    ("timeout -k 5 -s TERM 9 eval {0}", (), [(0, "evaluating-builtin", 1, 24, "eval")]),
+    ("timeout -k x 9 echo {0}", (), [(0, "wrapper", 1, 9, "timeout needs a literal duration")]),
     ("command -p eval {0}", (), [(0, "wrapper", 1, 9, "command -p")]),
     ("time -p echo {0}", (), []),
     ("time -p eval {0}", (), [(0, "evaluating-builtin", 1, 9, "eval")]),
@@ -263,7 +268,9 @@ CASES = [
     ("set -- a b; echo {0}", (), [(None, "rebinding", 1, 5, "set with positional parameters")]),
     ("set -B; echo {0}", (), [(None, "rebinding", 1, 5, "set -B")]),
     ('set "$o"; echo {0}', (), [(None, "rebinding", 1, 5, "set with a word read at run time")]),
-    ("wait -p x; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait -n -p x; echo {0}", (), []),  # a literal name (review 25)
+    ('wait -p "$v"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait -p 'a[1]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
     ("let x=1; echo {0}", (), [(None, "rebinding", 1, 1, "let")]),
     ("IFS=, read -r a b <<< {0}", (), []),
     ("IFS=, ; echo {0}", (), []),
@@ -407,12 +414,13 @@ def test_a_finding_message_names_the_position_the_detail_the_rule_and_the_fix() 
         "write the commands inline, or use one step per command"
     )
     assert Finding(None, "syntax", 1, 1).message.startswith("{{ }} in a command that does not")
-    finding = Finding(0, "wrapper", 1, 6, "nice -n")
+    finding = Finding(0, "wrapper", 1, 6, "nice -q")
     assert finding.message == (
         "{{ }} an argument of a command that runs another command, or names a shell or "
-        "interpreter among its arguments (nice -n) "
+        "interpreter among its arguments (nice -q) "
         "[wrapper]: call the program directly (command, builtin, env, nohup, nice, setsid, "
-        "time, jobs -x and timeout with a literal duration are followed)"
+        "time, jobs -x and timeout with a literal duration are followed, nice's and "
+        "timeout's options as literal words)"
     )
     assert Finding(0, "double-bracket", 1, 1).message == (
         "{{ }} [[ ]], whose operands bash may evaluate as arithmetic [double-bracket]: "

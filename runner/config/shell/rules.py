@@ -45,7 +45,8 @@ RULES: dict[str, tuple[str, str]] = {
         "an argument of a command that runs another command, or names a shell or "
         "interpreter among its arguments",
         "call the program directly (command, builtin, env, nohup, nice, setsid, time, "
-        "jobs -x and timeout with a literal duration are followed)",
+        "jobs -x and timeout with a literal duration are followed, nice's and "
+        "timeout's options as literal words)",
     ),
     "function": (
         "in a script that defines a function",

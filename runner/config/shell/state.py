@@ -48,6 +48,26 @@ class Finding(NamedTuple):
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 _DURATION = re.compile(r"[0-9]+(\.[0-9]+)?[smhd]?")
+_NICENESS = re.compile(r"[+-]?[0-9]+")
+_SIGNAL = re.compile(r"[A-Za-z0-9+]+")
+
+#: The options of followed wrappers that are skipped to the command they run,
+#: as literal words only: each with the pattern of its argument (None: a
+#: flag).  Any other option word, or one whose argument does not match, is
+#: refused (review 25: ``nice -n 10`` and ``timeout -k 5 10`` were).
+_WRAPPER_OPTIONS: dict[str, dict[str, re.Pattern[str] | None]] = {
+    "nice": {"-n": _NICENESS, "--adjustment": _NICENESS},
+    "timeout": {
+        "-k": _DURATION,
+        "--kill-after": _DURATION,
+        "-s": _SIGNAL,
+        "--signal": _SIGNAL,
+        "--preserve-status": None,
+        "--foreground": None,
+        "-v": None,
+        "--verbose": None,
+    },
+}
 #: The redirects through which a command reads a file.
 READING_REDIRECTS = frozenset({"<", "<>"})
 
@@ -203,6 +223,7 @@ class CheckState:
         position += 1
         if wrapper == "time" and position < len(words) and self.fixed(words[position]) == "-p":
             position += 1
+        position = self._skip_options(words, position, _WRAPPER_OPTIONS.get(wrapper, {}))
         if wrapper == "timeout":
             duration = self.fixed(words[position]) if position < len(words) else None
             if duration is None or not _DURATION.fullmatch(duration):
@@ -227,6 +248,38 @@ class CheckState:
             )
         if text.startswith("-"):
             raise Refused("wrapper", words[position], f"{wrapper} {text}")
+        return position
+
+    def _skip_options(
+        self, words: list[Any], position: int, options: dict[str, re.Pattern[str] | None]
+    ) -> int:
+        """The position after a wrapper's literal ``options`` (``-n 10``,
+        ``-n10``, ``--adjustment=10``; nice's ``-10``) and a ``--``."""
+        while options and position < len(words):
+            text = self.fixed(words[position]) or ""
+            if text == "--":
+                return position + 1
+            name, glued, argument = text.partition("=") if text.startswith("--") else ("", "", "")
+            if not name and text[:2] in options and len(text) > 2:
+                name, glued, argument = text[:2], "=", text[2:]  # -n10
+            name = name or text
+            if "-n" in options and _NICENESS.fullmatch(text) and text.startswith("-"):
+                position += 1  # nice -10: the old spelling of -n 10
+                continue
+            if name not in options:
+                return position
+            pattern = options[name]
+            if pattern is None:
+                if glued:
+                    return position
+                position += 1
+                continue
+            if not glued:
+                position += 1
+                argument = (self.fixed(words[position]) if position < len(words) else None) or ""
+            if not pattern.fullmatch(argument):
+                return position
+            position += 1
         return position
 
     #: Variables bash itself sets as the script runs.
@@ -278,7 +331,7 @@ class CheckState:
             return self._names_set_here
         names: set[str] = set()
         assigning = {"read", "mapfile", "readarray", "getopts", "printf", "declare"}
-        assigning |= {"typeset", "local", "export", "readonly", "let", "unset"}
+        assigning |= {"typeset", "local", "export", "readonly", "let", "unset", "wait"}
         arithmetic = ("arithmetic_expansion", "c_style_for_statement", "binary_expression")
         for node in self.tree.nodes:
             kind = node.type

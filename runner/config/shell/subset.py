@@ -241,8 +241,12 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             s is None or (s.startswith("-") and "C" in s) for s in statics
         ):
             self.refuse("rebinding", resolved.name_node, f"{name} -C")
-        elif name == "wait" and any(s is None or (s.startswith("-") and "p" in s) for s in statics):
-            self.refuse("name-word", resolved.name_node, "wait -p")
+        elif name == "wait":  # wait -p NAME: the name a literal word (wait -p 'a[$(cmd)]')
+            names = list(self.option_arguments(arguments, statics, "p"))
+            if any(s is None for s in statics) or any(
+                not IDENTIFIER.fullmatch(self.fixed(word) or "") for word in names
+            ):
+                self.refuse("name-word", resolved.name_node, "wait -p")
         elif name == "read":  # read -d $m: bash splits $m into more names (a[$(cmd)])
             for word in self.option_arguments(arguments, statics, self._OPTION_ARGUMENTS["read"]):
                 if self.fixed(word) is None and not self.carries(word):
