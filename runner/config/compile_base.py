@@ -22,6 +22,7 @@ from .steps import (
     InputBinding,
     Paths,
 )
+from .template_checks import path_components
 from .templates import InputGuard, Template, compile_template, guard_outputs
 from .tools import ARGUMENTS_NAME
 from .yaml_loader import Document
@@ -213,7 +214,7 @@ class CompilerBase:
             return None
         reason = check_relative(source) if template.is_static else None
         if writes and template.names - RUNNER_NAMES:
-            reason = check_value_destination(source)
+            reason = check_value_destination(path_components(source, RUNNER_NAMES))
         if reason:
             self.problem(path, reason)
             return None

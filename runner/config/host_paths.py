@@ -31,49 +31,43 @@ def check_relative(path: str) -> str | None:
 RUNNER_NAMES = frozenset({"session"})
 
 
-def split_template_path(source: str) -> list[str]:
-    """``source`` (a path template) cut at each ``/`` of its literal text: a
-    ``/`` inside ``{{ }}``, ``{% %}`` or ``{# #}`` does not cut."""
-    import re
-
-    components = [""]
-    for piece in re.split(r"({{.*?}}|{%.*?%}|{#.*?#})", source, flags=re.S):
-        if piece.startswith(("{{", "{%", "{#")):
-            components[-1] += piece
-            continue
-        first, *rest = piece.split("/")
-        components[-1] += first
-        components.extend(rest)
-    return components
+#: A component that names no folder of its own: ``./x`` is ``x`` at the top.
+_NO_NAME = ("", ".", "..")
 
 
-def check_value_destination(source: str) -> str | None:
+def check_value_destination(components: list[tuple[str, bool]]) -> str | None:
     """Why a ``save: ... to:`` template that reads an input is refused, or None.
 
-    A value may choose the folders (the template fixes the file's name:
-    ``to: "{{ x.dir }}/report.md"``) or a name inside a folder the template
-    names (``to: "saved/{{ x.name }}"``), never a file's name at the output
-    folder's top: there a hostile name replaces what the user's next command
-    runs (a ``Makefile``, a ``.pth`` in a venv, the agent's YAML: review 25's A1).
+    ``components``: the template's path components, each with whether it is
+    fixed (``template_checks.path_components``).  A value may choose the
+    folders (the template fixes the file's name: ``to: "{{ x.dir }}/report.md"``)
+    or a name inside a folder the template names (``to: "saved/{{ x.name }}"``),
+    never a file's name at the output folder's top: there a hostile name
+    replaces what the user's next command runs (a ``Makefile``, a ``.pth`` in
+    a venv, the agent's YAML: review 25's A1; ``./{{ x }}`` is the top too:
+    review 26's A1b).
     """
-    components = split_template_path(source)
-    templated = [_templated(c) for c in components]
-    if templated[-1] and (len(components) == 1 or templated[0]):
-        return (
-            "a value may choose the saved file's name only inside a folder the template "
-            'names (to: "saved/{{ x.name }}"), or the folders with the name fixed '
-            '(to: "{{ x.dir }}/report.md"): a name chosen at the output folder\'s top '
-            "could replace a file there that runs (a Makefile, the agent's YAML)"
-        )
-    return None
+    named = [(text, fixed) for text, fixed in components if text not in (".", "")]
+    first_fixed = bool(named) and named[0][1] and named[0][0] not in _NO_NAME
+    last_text, last_fixed = components[-1]
+    if first_fixed or (last_fixed and last_text not in _NO_NAME):
+        return None
+    return (
+        "a value may choose the saved file's name only inside a folder the template "
+        'names (to: "saved/{{ x.name }}"), or the folders with the name fixed '
+        '(to: "{{ x.dir }}/report.md"): a name chosen at the output folder\'s top '
+        "could replace a file there that runs (a Makefile, the agent's YAML)"
+    )
 
 
-def check_value_path(source: str, path: str, *, what: str) -> None:
-    """``path``, rendered from the template ``source`` with an input's value,
-    may not hold a folder or a name that starts with ``.`` unless the template
-    itself writes it (``.git/config``, ``.venv``, ``.envrc``, ``.env``: what
-    runs or holds credentials on the host; review 25's A1)."""
-    fixed = {part for part in split_template_path(source) if not _templated(part)}
+def check_value_path(components: list[tuple[str, bool]], path: str, *, what: str) -> None:
+    """``path``, rendered from a template (its ``components``) with an input's
+    value, may not hold a folder or a name that starts with ``.`` unless the
+    template itself writes it (``.git/config``, ``.venv``, ``.envrc``, ``.env``:
+    what runs or holds credentials on the host, also inside a folder the
+    template names, where git or direnv act once the user is there; review
+    25's A1)."""
+    fixed = {text for text, is_fixed in components if is_fixed and "{" not in text}
     hidden = [p for p in PurePosixPath(path).parts if p.startswith(".") and p not in fixed]
     if hidden:
         raise HostPathError(
@@ -81,10 +75,6 @@ def check_value_path(source: str, path: str, *, what: str) -> None:
             f"({hidden[0]!r}), which a value may not choose on the host; "
             "write it in the template if it is meant"
         )
-
-
-def _templated(text: str) -> bool:
-    return "{{" in text or "{%" in text
 
 
 def resolve_inside(base: Path, path: str, *, what: str) -> Path:

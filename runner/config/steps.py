@@ -30,6 +30,7 @@ from ..engine.dependencies import Depends
 from ..engine.inputs import SessionInput, secret_strings
 from ..sandboxes.base import Sandbox, SandboxExecutionResult
 from .host_paths import RUNNER_NAMES, check_value_path, resolve_inside
+from .template_checks import path_components
 from .templates import (
     MASKED_CONTEXT,
     Fields,
@@ -358,7 +359,7 @@ class SaveStep(Step):
 def _check_value_path(template: Template, rendered: str, *, what: str) -> None:
     """A host path an input's value helps choose holds no dot-name of the value's."""
     if template.names - RUNNER_NAMES:
-        check_value_path(template.source, rendered, what=what)
+        check_value_path(path_components(template.source, RUNNER_NAMES), rendered, what=what)
 
 
 class UploadStep(Step):

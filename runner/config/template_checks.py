@@ -308,3 +308,35 @@ def _shell_problems(
                 offset = _offset_of_line(source, outputs[finding.index].lineno)
             problems.append(TemplateProblem(offset, finding.message))
     return sorted(problems, key=lambda p: p.offset)
+
+
+def path_components(source: str, runner_names: frozenset[str]) -> list[tuple[str, bool]]:
+    """The ``/``-separated components of a path template, each with whether
+    it is fixed: its text is the template's own, or ``{{ }}`` of only the
+    runner's names (``runner_names``: ``session.id``).  Cut by Jinja's own
+    lexer, so a ``/`` or ``}}`` inside a tag's string is no cut (review 26's
+    A1c); a component with a ``{% %}`` or an input's ``{{ }}`` is not fixed."""
+    from jinja2 import Environment, meta
+
+    environment = Environment()
+    components: list[list[Any]] = [["", True]]
+    tag: list[str] | None = None
+    for _, kind, value in environment.lex(source):
+        if tag is not None:
+            tag[1] += value
+            if kind.endswith("_end"):
+                components[-1][0] += tag[1]
+                if tag[0] == "block_begin" or (
+                    tag[0] == "variable_begin"
+                    and not meta.find_undeclared_variables(environment.parse(tag[1]))
+                    <= runner_names
+                ):
+                    components[-1][1] = False
+                tag = None
+        elif kind.endswith("_begin"):
+            tag = [kind, value]
+        else:  # data (and a raw block's text)
+            first, *rest = value.split("/")
+            components[-1][0] += first
+            components.extend([piece, True] for piece in rest)
+    return [(text, fixed) for text, fixed in components]

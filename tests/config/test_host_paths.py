@@ -8,14 +8,15 @@ import tracemalloc
 import pytest
 
 from runner.config.host_paths import (
+    RUNNER_NAMES,
     HostPathError,
     check_relative,
     check_value_destination,
     check_value_path,
     read_regular_file,
     resolve_inside,
-    split_template_path,
 )
+from runner.config.template_checks import path_components
 
 
 @pytest.mark.parametrize(
@@ -107,15 +108,31 @@ def test_read_regular_file_reads_no_more_than_the_limit_of_a_huge_file(tmp_path)
 # --- review 25's A1: a value that chooses where a saved file lands on the host ------
 
 
+def components(source: str) -> list[tuple[str, bool]]:
+    return path_components(source, RUNNER_NAMES)
+
+
 def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
-    assert split_template_path("a/{{ x | replace('/', '-') }}/b.md") == [
-        "a",
-        "{{ x | replace('/', '-') }}",
-        "b.md",
+    assert components("a/{{ x | replace('/', '-') }}/b.md") == [
+        ("a", True),
+        ("{{ x | replace('/', '-') }}", False),
+        ("b.md", True),
     ]
-    # text between tags is the template's own: its / cuts
-    assert split_template_path("{% if x %}a/b{% endif %}") == ["{% if x %}a", "b{% endif %}"]
-    assert split_template_path("{# a/b #}c/d") == ["{# a/b #}c", "d"]
+    # text between tags is the template's own: its / cuts; a block is never fixed
+    assert components("{% if x %}a/b{% endif %}") == [
+        ("{% if x %}a", False),
+        ("b{% endif %}", False),
+    ]
+    assert components("{# a/b #}c/d") == [("{# a/b #}c", True), ("d", True)]
+    # a }} or / inside a tag's string cuts nothing (review 26's A1c)
+    assert components("{{ x.n ~ '}}/' | replace('}}/', '') }}") == [
+        ("{{ x.n ~ '}}/' | replace('}}/', '') }}", False)
+    ]
+    # the runner's own names are fixed
+    assert components("{{ session.id }}/{{ x.n }}") == [
+        ("{{ session.id }}", True),
+        ("{{ x.n }}", False),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -126,10 +143,16 @@ def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
         "report-{{ x.n }}.md",
         "{{ x.dir }}/{{ x.name }}",  # the folders and the name
         "{% if x.a %}{{ x.a }}{% endif %}",
+        "./{{ x.name }}",  # . is the top (review 26's A1b)
+        ".//{{ x.name }}",
+        "{{ x.name ~ '}}/' | replace('}}/', '') }}",  # review 26's A1c
+        "{{ x.dir }}/.",  # the value's last folder is the name
+        "{{ x.dir }}/",
+        "{% if x.a %}saved{% endif %}/{{ x.b }}",
     ],
 )
 def test_a_value_may_not_choose_a_file_name_at_the_output_folders_top(source) -> None:
-    reason = check_value_destination(source)
+    reason = check_value_destination(components(source))
     assert reason is not None and "inside a folder the template names" in reason
 
 
@@ -137,28 +160,31 @@ def test_a_value_may_not_choose_a_file_name_at_the_output_folders_top(source) ->
     "source",
     [
         "saved/{{ x.name }}",
+        "./saved/{{ x.name }}",
         "out/{{ x.a }}/{{ x.b }}.json",
         "{{ x.dir }}/report.md",  # the folders only: the template fixes the name
         "{{ x.a }}/{{ x.b }}/checks.txt",
+        "{{ session.id }}/{{ x.name }}",  # review 26: the runner's id names a folder
+        "{{ x.dir }}/{{ session.id }}.md",
         "fixed.md",
     ],
 )
 def test_a_value_may_choose_folders_or_a_name_inside_a_named_folder(source) -> None:
-    assert check_value_destination(source) is None
+    assert check_value_destination(components(source)) is None
 
 
 @pytest.mark.parametrize(
     "rendered",
-    ["saved/.bashrc", "saved/a/.git/config", "saved/.venv/lib/x.pth"],
+    ["saved/.bashrc", "saved/a/.git/config", "saved/.venv/lib/x.pth", "saved/.envrc"],
 )
 def test_a_value_may_not_choose_a_dot_name_on_the_host(rendered) -> None:
     with pytest.raises(HostPathError, match="starts with '.'") as caught:
-        check_value_path("saved/{{ x.name }}", rendered, what="save: to")
+        check_value_path(components("saved/{{ x.name }}"), rendered, what="save: to")
     assert str(caught.value).startswith("save: to: ")
 
 
 def test_a_dot_name_the_template_writes_itself_is_allowed() -> None:
-    check_value_path(".reports/{{ x.name }}", ".reports/pr-12.md", what="save: to")
-    check_value_path("saved/{{ x.name }}", "saved/a.b/c.d", what="save: to")
+    check_value_path(components(".reports/{{ x.name }}"), ".reports/pr-12.md", what="save: to")
+    check_value_path(components("saved/{{ x.name }}"), "saved/a.b/c.d", what="save: to")
     with pytest.raises(HostPathError):
-        check_value_path(".reports/{{ x.name }}", ".reports/.envrc", what="save: to")
+        check_value_path(components(".reports/{{ x.name }}"), ".reports/.envrc", what="save: to")

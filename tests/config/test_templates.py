@@ -868,10 +868,14 @@ def save_agent(tmp_path: Path, to: str) -> Path:
     return path
 
 
-def test_a_value_may_not_name_a_saved_file_at_the_output_folders_top(tmp_path: Path) -> None:
+@pytest.mark.parametrize("to", ["{{ x.name }}", "./{{ x.name }}"])
+def test_a_value_may_not_name_a_saved_file_at_the_output_folders_top(
+    tmp_path: Path, to: str
+) -> None:
     """The review's t/A1: ``to: "{{ x.name }}"`` with a venv's
-    ``site-packages/x.pth`` ran the body as Python on the next ``runner``."""
-    status, output = runner(tmp_path, "validate", str(save_agent(tmp_path, "{{ x.name }}")))
+    ``site-packages/x.pth`` ran the body as Python on the next ``runner``
+    (review 26's A1b: ``./`` before it)."""
+    status, output = runner(tmp_path, "validate", str(save_agent(tmp_path, to)))
     assert status == 2, output
     assert "agent.yaml:" in output and "inside a folder the template names" in output
     assert "on_destroy[0].to" in output
