@@ -10,7 +10,7 @@ the compiler split by concern, as the shell checker is by pass).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from .steps import (
     InputBinding,
     Paths,
 )
-from .template_checks import path_components
+from .template_checks import _offset_of_line, path_components, untracked_constructs
 from .templates import InputGuard, Template, compile_template, guard_outputs
 from .tools import ARGUMENTS_NAME
 from .yaml_loader import Document
@@ -162,8 +162,39 @@ class CompilerBase:
             }
             if self.tool_arguments is not None and self.tool_arguments[1]:
                 by_name[ARGUMENTS_NAME] = InputGuard("args (the tool's arguments)", True, False)
+            if self.untracked_secret(path, source, template, by_name, guards):
+                return None
             guard_outputs(template, by_name, guards, options=options)
         return template
+
+    def untracked_secret(
+        self,
+        path: JsonPath,
+        source: str,
+        template: Template,
+        by_name: Mapping[str, InputGuard],
+        by_input_id: Mapping[str, InputGuard],
+    ) -> bool:
+        """A template that reads a secret input may use only what the runner
+        follows a secret through, to mask what it prints (``if``, ``for``,
+        ``set NAME = ...``, ``{{ }}`` with filters): ``{% with %}``, a block
+        ``{% set %}``, ``{% filter %}`` or ``namespace()`` printed it unmasked
+        in ``env:``, paths and ``write:`` content (review 26's B1b); said as a
+        problem, True if so."""
+        secret = {name for name, guard in by_name.items() if guard.secret}
+        reads = bool(template.names & secret) or (
+            "inputs" in template.names and any(g.secret for g in by_input_id.values())
+        )
+        untracked = untracked_constructs(template.tree) if reads else []
+        for line, what in untracked[:1]:
+            self.problem_in_text(
+                path,
+                _offset_of_line(source, line),
+                f"{what} in a template that reads a secret input: the runner follows a "
+                "secret only through if, for, set NAME = expression and {{ }} with its "
+                "filters, to mask what the template prints; write it with those",
+            )
+        return bool(untracked)
 
     def lists_as_words(self, source: str, template: Template) -> list[tuple[int, str]]:
         """``{{ x.names }}`` in a ``run`` command where the schema makes

@@ -191,11 +191,26 @@ def guard_outputs(
                 if not carried <= known:
                     known.update(carried)
                     changed = True
+    # What an {% if %} (or a loop's filter) decides on a secret prints the
+    # secret as surely as {{ }} does: {% if c == 'a' %}{{ 'a' }}, a decoder
+    # written in the template (review 26's B1d).  Secret guards only.
+    deciding: dict[int, set[InputGuard]] = {}
+
+    def walk(node: nodes.Node, carried: set[InputGuard]) -> None:
+        if isinstance(node, nodes.Output):
+            deciding[id(node)] = carried
+        test = node.test if isinstance(node, nodes.If | nodes.For) else None
+        if test is not None:
+            carried = carried | {g._replace(options=False) for g in guards_of(test) if g.secret}
+        for child in node.iter_child_nodes():
+            walk(child, carried)
+
+    walk(tree, set())
     for output in tree.find_all(nodes.Output):
         for index, child in enumerate(output.nodes):
             if isinstance(child, nodes.TemplateData):
                 continue
-            found = guards_of(child)
+            found = guards_of(child) | deciding.get(id(output), set())
             labels = tuple(sorted({g.label for g in found if g.options})) if options else ()
             secret = any(g.secret for g in found)
             if not labels and not secret:

@@ -340,3 +340,15 @@ def path_components(source: str, runner_names: frozenset[str]) -> list[tuple[str
             components[-1][0] += first
             components.extend([piece, True] for piece in rest)
     return [(text, fixed) for text, fixed in components]
+
+
+def untracked_constructs(tree: nodes.Template) -> list[tuple[int, str]]:
+    """The constructs outside the ``run`` allow-list (``{% with %}``,
+    ``{% filter %}``, a block ``{% set %}``, a call such as ``namespace()``),
+    with their lines: what ``guard_outputs`` cannot follow a secret through."""
+    found = []
+    for node in tree.find_all(nodes.Node):
+        if not isinstance(node, _ALLOWED_NODES):
+            what = next((tag for kind, tag in _TAGS.items() if isinstance(node, kind)), None)
+            found.append((getattr(node, "lineno", None) or 1, what or type(node).__name__))
+    return found

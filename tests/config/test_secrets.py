@@ -518,3 +518,34 @@ def test_jinjas_loop_variable_over_a_secret_list_is_masked(tmp_path) -> None:
         output = ran.stdout + ran.stderr
         assert "NONE" in output and "***" in output, output
         assert "HUNTER2SECRET" not in output.upper(), output
+
+
+@pytest.mark.parametrize(
+    ("field", "template", "construct"),
+    [
+        ("env", "{% with t = s.tok %}{{ t | upper }}{% endwith %}", "{% with %}"),
+        ("env", "{% set t %}{{ s.tok }}{% endset %}{{ t | title }}", "{% set %}...{% endset %}"),
+        ("env", "{% filter reverse %}{{ s.tok }}{% endfilter %}", "{% filter %}"),
+        ("env", "{% set n = namespace(v=s.tok) %}{{ n.v }}", "a call"),
+        ("content", "{% with t = s.tok %}{{ t }}{% endwith %}", "{% with %}"),
+    ],
+)
+def test_a_secret_template_may_use_only_what_the_masking_follows(
+    tmp_path, field, template, construct
+) -> None:
+    """Review 26's B1b: outside ``run``, ``{% with %}``, a block ``{% set %}``,
+    ``{% filter %}`` and ``namespace()`` carried a secret past the masking."""
+    step = (
+        {"run": 'echo "$V"', "env": {"V": template}}
+        if field == "env"
+        else {"write": "notes.txt", "content": template}
+    )
+    path = one_step_agent(
+        tmp_path,
+        "true",
+        before=[step],
+        top={"inputs": {"acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}}}},
+    )
+    checked = runner("validate", str(path), cwd=tmp_path)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert f"{construct} in a template that reads a secret input" in checked.stdout + checked.stderr

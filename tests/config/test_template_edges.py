@@ -545,6 +545,22 @@ def test_jinjas_own_loop_variable_carries_the_secret_it_iterates(source, refused
         _secrets.reset(token)
 
 
+def test_what_an_if_on_a_secret_prints_is_that_secret_too() -> None:
+    """Review 26's B1d: a decoder written in the template printed a secret a
+    character at a time from constants an ``{% if %}`` on it chose."""
+    decoder = (
+        "{% for c in s.t %}{% for k in 'abcdefghijklmnopqrstuvwxyz-' %}"
+        "{% if c | lower == k %}echo {{ k | upper }}{% endif %}{% endfor %}{% endfor %}"
+    )
+    template = guarded(decoder)
+    assert wrapped(template) == [[(), True, 1]]
+    with pytest.raises(UnsafeTemplateError, match="too short to mask"):
+        template.render(values())
+    # a loop's own filter decides too; an option guard does not spread this way
+    filtered = guarded("{% for k in 'abc' if k in b.v %}echo {{ x.w }}{% endfor %}")
+    assert wrapped(filtered) == [[("'acme.x'",), True, 1]]
+
+
 def test_a_guard_is_compiled_in_even_after_a_first_render() -> None:
     names = {"x": None}
     # echo, a builtin: the runner's check of a program's option-like values is not in the way
