@@ -101,31 +101,19 @@ def secret_forms(text: str) -> set[str]:
     inside a longer quoted word.  ``$'...'`` comes in two spellings:
     non-ASCII characters kept (a UTF-8 locale) or as octal bytes (the C locale).
     """
-    import base64
     from urllib.parse import quote, quote_plus
 
     raw = text.encode("utf-8", errors="surrogatepass")
     original = _original_bytes(text)
     url_encoded = quote(original, safe="")
-    b64 = base64.b64encode(raw).decode("ascii")
     # printf %q also escapes "~" after ":" or "="; a leading "#" or "~" gets a
     # backslash too, which leaves this form a substring of the printed word.
     backslashed = "".join("\\" + c if c in _BASH_BACKSLASHED else c for c in text)
-    hex_lower = original.hex()
-    b32 = base64.b32encode(original).decode("ascii")
-    b64url = base64.urlsafe_b64encode(raw).decode("ascii")
-    wrapped = _wrapped_forms(
-        # GNU base64, base32 and basenc wrap at 76 columns, openssl base64 at
-        # 64 (the eleventh review), xxd -p at 60 (review 25's B2: a long
-        # secret's wrapped base32 or hex was not masked)
-        (b64, (76, 64)),
-        (b32, (76,)),
-        (b64url, (76,)),
-        (hex_lower.upper(), (76,)),  # basenc --base16
-        (hex_lower, (60,)),  # xxd -p
-    )
     return (
-        wrapped
+        _encoded_forms(original, raw)
+        # echo "$S" | base64 encodes the newline too, which changes the last
+        # characters (review 26's B2b: the last line came out unmasked)
+        | _encoded_forms(original + b"\n", raw + b"\n")
         | {
             text,
             text.replace("'", "'\"'\"'"),  # shlex.quote and run templates, inside the quotes
@@ -144,15 +132,33 @@ def secret_forms(text: str) -> set[str]:
             quote(original, safe="!'()*"),
             quote_plus(original, safe=""),
             re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url_encoded),
-            b64,
-            b64.rstrip("="),
-            # xxd -p, od and hexdump print hex; base32 (the twelfth review)
-            hex_lower,
-            hex_lower.upper(),
-            b32,
-            b32.rstrip("="),
-            b64url.rstrip("="),
         }
+    )
+
+
+def _encoded_forms(original: bytes, raw: bytes) -> set[str]:
+    """The secret's bytes (``original``; ``raw`` for base64, as Python holds
+    the text) in base64 (padded, unpadded, URL-safe), hex (either case, as
+    ``xxd -p``, ``od`` and ``hexdump`` print it) and base32 (the twelfth
+    review), whole and wrapped as the tools print them."""
+    import base64
+
+    b64 = base64.b64encode(raw).decode("ascii")
+    b64url = base64.urlsafe_b64encode(raw).decode("ascii")
+    b32 = base64.b32encode(original).decode("ascii")
+    hex_lower = original.hex()
+    whole = {b64, b64.rstrip("="), b64url.rstrip("="), hex_lower, hex_lower.upper()}
+    whole |= {b32, b32.rstrip("=")}
+    return whole | _wrapped_forms(
+        # GNU base64, base32 and basenc wrap at 76 columns, openssl base64 at
+        # 64 (the eleventh review), xxd -p at 60, -u in upper case (review
+        # 25's B2 and 26's B2b: a long secret's wrapped base32 or hex was not
+        # masked)
+        (b64, (76, 64)),
+        (b32, (76,)),
+        (b64url, (76,)),
+        (hex_lower.upper(), (76, 60)),  # basenc --base16, xxd -p -u
+        (hex_lower, (60,)),  # xxd -p
     )
 
 

@@ -335,19 +335,22 @@ WRAPPING_ENCODERS = {
     "basenc-base16": ["basenc", "--base16"],
     "basenc-base64url": ["basenc", "--base64url"],
     "xxd-p": ["xxd", "-p"],
+    "xxd-p-u": ["xxd", "-p", "-u"],  # review 26's B2b
 }
 
 
+@pytest.mark.parametrize("ending", ["", "\n"], ids=["printf", "echo"])
 @pytest.mark.parametrize("encoder", WRAPPING_ENCODERS.values(), ids=WRAPPING_ENCODERS.keys())
-def test_each_line_of_a_wrapped_encoding_is_masked(encoder) -> None:
+def test_each_line_of_a_wrapped_encoding_is_masked(encoder, ending) -> None:
     """Output is shown (and scrubbed) a line at a time: every line the tool
-    prints is masked, or its last one is under ``MIN_WRAPPED_LINE``."""
+    prints is masked, or its last one is under ``MIN_WRAPPED_LINE``; also of
+    the secret and echo's newline (review 26's B2b: its last line differs)."""
     from runner.core.redaction import MIN_WRAPPED_LINE, scrub, secret_text_forms
 
-    secret = "s3cr3t Pass!word(x)*'y'/" * 4  # 96 bytes: every tool wraps it
+    secret = "s3cr3t Pass!word(x)*'y'/" * 4 + "12345"  # 101 bytes: every tool wraps it
     forms = sorted(secret_text_forms(secret), key=len, reverse=True)
     printed = subprocess.run(
-        encoder, input=secret, capture_output=True, text=True, check=True
+        encoder, input=secret + ending, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert len(printed) > 1, printed  # it wrapped
     for line in printed:
