@@ -561,6 +561,21 @@ def test_what_an_if_on_a_secret_prints_is_that_secret_too() -> None:
     assert wrapped(filtered) == [[("'acme.x'",), True, 1]]
 
 
+def test_the_constructs_the_masking_cannot_follow_are_named_with_their_lines() -> None:
+    from jinja2 import Environment
+
+    from runner.config.template_checks import untracked_constructs
+
+    source = "{% if a %}{{ b | upper }}{% endif %}\n{% with t = s %}{{ t }}{% endwith %}"
+    source += "\n{% filter upper %}x{% endfilter %}{{ namespace(v=1).v }}"
+    assert untracked_constructs(Environment().parse(source)) == [
+        (2, "{% with %}"),
+        (3, "{% filter %}"),
+        (3, "a call"),
+    ]
+    assert untracked_constructs(Environment().parse("{% for c in s %}{{ c }}{% endfor %}")) == []
+
+
 def test_a_guard_is_compiled_in_even_after_a_first_render() -> None:
     names = {"x": None}
     # echo, a builtin: the runner's check of a program's option-like values is not in the way

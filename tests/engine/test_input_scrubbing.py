@@ -211,6 +211,20 @@ def test_secret_strings_come_from_secret_inputs_longest_first_three_characters_o
     assert [len(s) for s in found] == sorted((len(s) for s in found), reverse=True)
 
 
+def echoed(text: str) -> set[str]:
+    """The encoded forms of ``text`` and echo's newline, as the standard
+    library writes them (review 26's B2b: ``echo "$S" | base64``)."""
+    import base64
+
+    data = text.encode("utf-8", "surrogatepass") + b"\n"
+    b64, b32 = base64.b64encode(data).decode(), base64.b32encode(data).decode()
+    urlsafe = base64.urlsafe_b64encode(data).decode()
+    return {b64, b64.rstrip("="), urlsafe.rstrip("="), data.hex(), data.hex().upper()} | {
+        b32,
+        b32.rstrip("="),
+    }
+
+
 def test_the_forms_of_a_secret_with_a_single_quote_are_exactly_these() -> None:
     assert secret_forms("it's") == {
         "it's",
@@ -223,7 +237,14 @@ def test_the_forms_of_a_secret_with_a_single_quote_are_exactly_these() -> None:
         "69742773",  # hex (xxd -p)
         "NF2CO4Y=",  # base32
         "NF2CO4Y",
+        # the same of "it's\n", as echo "$S" | base64 encodes it (review 26's B2b)
+        "aXQncwo=",
+        "aXQncwo",
+        "697427730a",
+        "697427730A",
+        "NF2CO4YK",
     }
+    assert echoed("it's") <= secret_forms("it's")
 
 
 SECRET = 'a b"$\\:~=~\té\u2028'
@@ -267,7 +288,7 @@ def test_scrub_masks_every_occurrence_of_every_secret() -> None:
 
 def test_the_forms_of_a_secret_with_non_ascii_and_backslashed_characters_are_exactly_these():
     # base64 of this text holds "/": its URL-safe form differs, and so does each padding strip
-    assert secret_forms('é?>/"$`') == {
+    assert secret_forms('é?>/"$`') - echoed('é?>/"$`') == {
         'é?>/"$`',  # raw, shlex.quote, bash quoting, $'...' in UTF-8, repr in '...'
         'é?>/\\"\\$\\`',  # declare -p
         'é\\?\\>/\\"\\$\\`',  # printf %q
@@ -540,7 +561,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
     """declare -p backslashes only \\ " $ `; $'...' comes with UTF-8 kept and as
     octal; a text that is not even surrogate-escaped is URL-quoted from its
     UTF-8 bytes; an unpadded base64 form is the base64 itself."""
-    assert secret_forms("aXb$") == {
+    assert secret_forms("aXb$") - echoed("aXb$") == {
         "aXb$",
         "aXb\\$",
         "aXb%24",
@@ -550,7 +571,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "MFMGEJA=",
         "MFMGEJA",
     }
-    assert secret_forms("é\x01z") == {
+    assert secret_forms("é\x01z") - echoed("é\x01z") == {
         "é\x01z",
         "é\\001z",  # $'...' in a UTF-8 locale
         "\\303\\251\\001z",  # $'...' in the C locale
@@ -566,7 +587,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "YOUQC6Q=",
         "YOUQC6Q",
     }
-    assert secret_forms("ab\ud800cd") == {
+    assert secret_forms("ab\ud800cd") - echoed("ab\ud800cd") == {
         "ab\ud800cd",
         "ab\\355\\240\\200cd",
         "ab\\ud800cd",
@@ -580,7 +601,7 @@ def test_the_forms_of_these_secrets_are_exactly_these() -> None:
         "MFRO3IEAMNSA",
     }
     # no form with its last X stripped
-    assert secret_forms("abW") == {"abW", "YWJX", "616257", "MFRFO===", "MFRFO"}
+    assert secret_forms("abW") - echoed("abW") == {"abW", "YWJX", "616257", "MFRFO===", "MFRFO"}
 
 
 def test_an_instance_of_another_class_with_the_same_input_id_is_taken_by_its_value() -> None:
