@@ -35,22 +35,23 @@ RUNNER_NAMES = frozenset({"session"})
 _NO_NAME = ("", ".", "..")
 
 
-def check_value_destination(components: list[tuple[str, bool]]) -> str | None:
+def check_value_destination(components: list[tuple[str, str | None]]) -> str | None:
     """Why a ``save: ... to:`` template that reads an input is refused, or None.
 
-    ``components``: the template's path components, each with whether it is
-    fixed (``template_checks.path_components``).  A value may choose the
-    folders (the template fixes the file's name: ``to: "{{ x.dir }}/report.md"``)
-    or a name inside a folder the template names (``to: "saved/{{ x.name }}"``),
-    never a file's name at the output folder's top: there a hostile name
-    replaces what the user's next command runs (a ``Makefile``, a ``.pth`` in
-    a venv, the agent's YAML: review 25's A1; ``./{{ x }}`` is the top too:
-    review 26's A1b).
+    ``components``: the template's path components, each with the name the
+    template fixes it to, or None (``template_checks.path_components``).  A
+    value may choose the folders (the template fixes the file's name:
+    ``to: "{{ x.dir }}/report.md"``) or a name inside a folder the template
+    names (``to: "saved/{{ x.name }}"``), never a file's name at the output
+    folder's top: there a hostile name replaces what the user's next command
+    runs (a ``Makefile``, a ``.pth`` in a venv, the agent's YAML: review 25's
+    A1; ``./{{ x }}`` is the top too: review 26's A1b, and so is a comment or
+    a constant where a folder's name would be: review 27's A1d).
     """
-    named = [(text, fixed) for text, fixed in components if text not in (".", "")]
-    first_fixed = bool(named) and named[0][1] and named[0][0] not in _NO_NAME
-    last_text, last_fixed = components[-1]
-    if first_fixed or (last_fixed and last_text not in _NO_NAME):
+    named = [name for _, name in components if name not in (".", "")]
+    if (named and named[0] is not None and named[0] not in _NO_NAME) or (
+        components[-1][1] not in (None, *_NO_NAME)
+    ):
         return None
     return (
         "a value may choose the saved file's name only inside a folder the template "
@@ -60,14 +61,14 @@ def check_value_destination(components: list[tuple[str, bool]]) -> str | None:
     )
 
 
-def check_value_path(components: list[tuple[str, bool]], path: str, *, what: str) -> None:
+def check_value_path(components: list[tuple[str, str | None]], path: str, *, what: str) -> None:
     """``path``, rendered from a template (its ``components``) with an input's
     value, may not hold a folder or a name that starts with ``.`` unless the
     template itself writes it (``.git/config``, ``.venv``, ``.envrc``, ``.env``:
     what runs or holds credentials on the host, also inside a folder the
     template names, where git or direnv act once the user is there; review
     25's A1)."""
-    fixed = {text for text, is_fixed in components if is_fixed and "{" not in text}
+    fixed = {name for _, name in components if name is not None and "\0" not in name}
     hidden = [p for p in PurePosixPath(path).parts if p.startswith(".") and p not in fixed]
     if hidden:
         raise HostPathError(

@@ -191,21 +191,30 @@ def guard_outputs(
                 if not carried <= known:
                     known.update(carried)
                     changed = True
-    # What an {% if %} (or a loop's filter) decides on a secret prints the
-    # secret as surely as {{ }} does: {% if c == 'a' %}{{ 'a' }}, a decoder
-    # written in the template (review 26's B1d).  Secret guards only.
+    # What an {% if %} (or a loop's filter, or what a loop runs over) decides
+    # on a secret prints the secret as surely as {{ }} does: {% if c == 'a'
+    # %}{{ 'a' }}, a decoder written in the template (review 26's B1d).
+    # Secret guards only.
     deciding: dict[int, set[InputGuard]] = {}
 
     def walk(node: nodes.Node, carried: set[InputGuard]) -> None:
         if isinstance(node, nodes.Output):
             deciding[id(node)] = carried
-        test = node.test if isinstance(node, nodes.If | nodes.For) else None
-        if test is not None:
-            carried = carried | {g._replace(options=False) for g in guards_of(test) if g.secret}
+        deciders = [node.test] if isinstance(node, nodes.If | nodes.For) else []
+        if isinstance(node, nodes.For):  # how often it loops, and its else (review 27's B1e)
+            deciders.append(node.iter)
+        for test in deciders:
+            if test is not None:
+                carried = carried | {g._replace(options=False) for g in guards_of(test) if g.secret}
         for child in node.iter_child_nodes():
             walk(child, carried)
 
     walk(tree, set())
+    # A Jinja error names what it looked up: a key read from a secret too
+    # (review 27's S2); Template.render hides it then.
+    template.touches_secret = any(
+        g.secret for name in tree.find_all(nodes.Name) for g in guards_of(name)
+    )
     for output in tree.find_all(nodes.Output):
         for index, child in enumerate(output.nodes):
             if isinstance(child, nodes.TemplateData):

@@ -310,36 +310,53 @@ def _shell_problems(
     return sorted(problems, key=lambda p: p.offset)
 
 
-def path_components(source: str, runner_names: frozenset[str]) -> list[tuple[str, bool]]:
-    """The ``/``-separated components of a path template, each with whether
-    it is fixed: its text is the template's own, or ``{{ }}`` of only the
-    runner's names (``runner_names``: ``session.id``).  Cut by Jinja's own
-    lexer, so a ``/`` or ``}}`` inside a tag's string is no cut (review 26's
-    A1c); a component with a ``{% %}`` or an input's ``{{ }}`` is not fixed."""
-    from jinja2 import Environment, meta
+def path_components(source: str, runner_names: frozenset[str]) -> list[tuple[str, str | None]]:
+    """The ``/``-separated components of a path template, each with the name
+    the template fixes it to, or None.  Fixed: literal text, comments, and
+    ``{{ }}`` that look up one of the runner's names whole (``{{ session.id }}``,
+    written ``\0`` in the name); not: a ``{% %}``, a ``{% raw %}``, any other
+    ``{{ }}`` (a constant ``{{ '.' }}`` too: review 27's A1d).  Cut by Jinja's
+    own lexer, so a ``/`` or ``}}`` inside a tag's string is no cut (review
+    26's A1c)."""
+    from jinja2 import Environment
 
     environment = Environment()
-    components: list[list[Any]] = [["", True]]
+    components: list[list[Any]] = [["", ""]]  # [source text, fixed name or None]
     tag: list[str] | None = None
     for _, kind, value in environment.lex(source):
         if tag is not None:
             tag[1] += value
             if kind.endswith("_end"):
-                components[-1][0] += tag[1]
-                if tag[0] == "block_begin" or (
-                    tag[0] == "variable_begin"
-                    and not meta.find_undeclared_variables(environment.parse(tag[1]))
-                    <= runner_names
-                ):
-                    components[-1][1] = False
+                text = tag[1]
+                components[-1][0] += text
+                if tag[0] == "variable_begin" and _looks_up(environment, text, runner_names):
+                    if components[-1][1] is not None:
+                        components[-1][1] += "\0"
+                elif tag[0] != "comment_begin":
+                    components[-1][1] = None
                 tag = None
         elif kind.endswith("_begin"):
             tag = [kind, value]
-        else:  # data (and a raw block's text)
+        else:  # data
             first, *rest = value.split("/")
             components[-1][0] += first
-            components.extend([piece, True] for piece in rest)
-    return [(text, fixed) for text, fixed in components]
+            if components[-1][1] is not None:
+                components[-1][1] += first
+            components.extend([piece, piece] for piece in rest)
+    return [(text, name) for text, name in components]
+
+
+def _looks_up(environment: Any, tag: str, names: frozenset[str]) -> bool:
+    """Is ``tag`` a ``{{ }}`` of one of ``names``' attributes, whole (``session.id``)?"""
+    body = environment.parse(tag).body
+    if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
+        return False
+    node = body[0].nodes[0]
+    return (
+        isinstance(node, nodes.Getattr)
+        and isinstance(node.node, nodes.Name)
+        and node.node.name in names
+    )
 
 
 def untracked_constructs(tree: nodes.Template) -> list[tuple[int, str]]:

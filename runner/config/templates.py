@@ -83,6 +83,7 @@ class Template:
         "shell",
         "source",
         "tainted",
+        "touches_secret",
         "tree",
     )
 
@@ -107,6 +108,8 @@ class Template:
         #: a {{ }} of it reads a ``secret: true`` input (``guard_outputs`` sets it):
         #: a ``write:`` whose content does fills a file no value may name for a read
         self.reads_secret = False
+        #: any name it reads holds a secret input's value (``guard_outputs`` sets it)
+        self.touches_secret = False
         self._compiled: Any = None
 
     @property
@@ -144,11 +147,11 @@ class Template:
             environment = _SHELL if self.shell else _TEXT
             self._compiled = environment.from_string(self.tree)
         if not self.shell:
-            return self._compiled.render(**context)
+            return self._render(context)
         values = _RenderedValues()
         token = _RENDERING.set(values)
         try:
-            text = self._compiled.render(**context)
+            text = self._render(context)
         finally:
             _RENDERING.reset(token)
         if not values.all_present(text):
@@ -162,6 +165,22 @@ class Template:
             secret_files = _note_secret_copies(text, values, secret_files, copies)
         self._check_words(text, values, shell, secret_files, env)
         return values.substitute(text)
+
+    def _render(self, context: Mapping[str, Any]) -> str:
+        """The compiled template rendered; a missing key or attribute in a
+        template that reads a secret input is reported without its name,
+        which may be the secret (``{{ roles[s.key | lower] }}``: review 27's S2)."""
+        from jinja2 import UndefinedError
+
+        try:
+            return str(self._compiled.render(**context))
+        except UndefinedError:
+            if not self.touches_secret:
+                raise
+        raise UndefinedError(
+            "the template looks up a name, key or attribute that is missing (not shown: "
+            "the template reads a secret input)"
+        )
 
     def _check_words(
         self,

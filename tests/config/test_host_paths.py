@@ -114,24 +114,29 @@ def components(source: str) -> list[tuple[str, bool]]:
 
 def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
     assert components("a/{{ x | replace('/', '-') }}/b.md") == [
-        ("a", True),
-        ("{{ x | replace('/', '-') }}", False),
-        ("b.md", True),
+        ("a", "a"),
+        ("{{ x | replace('/', '-') }}", None),
+        ("b.md", "b.md"),
     ]
     # text between tags is the template's own: its / cuts; a block is never fixed
-    assert components("{% if x %}a/b{% endif %}") == [
-        ("{% if x %}a", False),
-        ("b{% endif %}", False),
-    ]
-    assert components("{# a/b #}c/d") == [("{# a/b #}c", True), ("d", True)]
+    assert components("{% if x %}a/b{% endif %}") == [("{% if x %}a", None), ("b{% endif %}", None)]
+    assert components("{# a/b #}c/d") == [
+        ("{# a/b #}c", "c"),
+        ("d", "d"),
+    ]  # a comment names nothing
     # a }} or / inside a tag's string cuts nothing (review 26's A1c)
     assert components("{{ x.n ~ '}}/' | replace('}}/', '') }}") == [
-        ("{{ x.n ~ '}}/' | replace('}}/', '') }}", False)
+        ("{{ x.n ~ '}}/' | replace('}}/', '') }}", None)
     ]
-    # the runner's own names are fixed
+    # the runner's own names fix a component; a constant or a filtered one does not
     assert components("{{ session.id }}/{{ x.n }}") == [
-        ("{{ session.id }}", True),
-        ("{{ x.n }}", False),
+        ("{{ session.id }}", "\0"),
+        ("{{ x.n }}", None),
+    ]
+    assert components("{{ '.' }}/{{ session.id[:0] }}/{% raw %}a{% endraw %}") == [
+        ("{{ '.' }}", None),
+        ("{{ session.id[:0] }}", None),
+        ("{% raw %}a{% endraw %}", None),
     ]
 
 
@@ -149,6 +154,11 @@ def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
         "{{ x.dir }}/.",  # the value's last folder is the name
         "{{ x.dir }}/",
         "{% if x.a %}saved{% endif %}/{{ x.b }}",
+        # a comment, a constant or a raw block where a name would be (review 27's A1d)
+        "./{# comment #}/{{ x.name }}",
+        "{{ '.' }}/{{ x.name }}",
+        "{{ x.name }}.bak/{# comment #}",
+        "{% raw %}saved{% endraw %}/{{ x.name }}",
     ],
 )
 def test_a_value_may_not_choose_a_file_name_at_the_output_folders_top(source) -> None:

@@ -25,10 +25,13 @@ CASES = [
     ("/usr/bin/nice eval {0}", (), [(0, "evaluating-builtin", 1, 15, "eval")]),
     ("nice -n 5 echo {0}", (), []),  # nice's and timeout's literal options are skipped
     ("nice -n 5 eval {0}", (), [(0, "evaluating-builtin", 1, 11, "eval")]),
-    ("nice -n {0} echo hi", (), [(0, "command-name", 1, 9, "")]),
+    ("nice -n {0} echo hi", (), [(0, "wrapper", 1, 6, "nice -n needs a literal argument")]),
     ("nice -q echo {0}", (), [(0, "wrapper", 1, 6, "nice -q")]),
     ("timeout -k 5 -s TERM 9 eval {0}", (), [(0, "evaluating-builtin", 1, 24, "eval")]),
-    ("timeout -k x 9 echo {0}", (), [(0, "wrapper", 1, 9, "timeout needs a literal duration")]),
+    ("timeout -k x 9 echo {0}", (), [(0, "wrapper", 1, 9, "timeout -k needs a literal argument")]),
+    # GNU nice reads ' 10' as 10 and runs echo: refused, not judged as a command (W3)
+    ("nice -n ' 10' echo {0}", (), [(0, "wrapper", 1, 6, "nice -n needs a literal argument")]),
+    ("timeout --foreground=1 5 echo {0}", (), [(0, "wrapper", 1, 9, "timeout --foreground=1")]),
     ("command -p eval {0}", (), [(0, "wrapper", 1, 9, "command -p")]),
     ("time -p echo {0}", (), []),
     ("time -p eval {0}", (), [(0, "evaluating-builtin", 1, 9, "eval")]),
@@ -271,6 +274,13 @@ CASES = [
     ("wait -n -p x; echo {0}", (), []),  # a literal name (review 25)
     ('wait -p "$v"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
     ("wait -p 'a[1]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    # glued, the name is still read (review 27's W1); never a name the shell acts on (W2)
+    ("wait -n -p'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait -np'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait -ppid; echo {0}", (), []),
+    ("wait -n -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
+    ('wait -n "$a" "$b"; echo {0}', (), []),  # the script's own ids
+    ("wait {0}", (), [(0, "evaluating-builtin", 1, 1, "wait")]),
     ("let x=1; echo {0}", (), [(None, "rebinding", 1, 1, "let")]),
     ("IFS=, read -r a b <<< {0}", (), []),
     ("IFS=, ; echo {0}", (), []),

@@ -559,6 +559,27 @@ def test_what_an_if_on_a_secret_prints_is_that_secret_too() -> None:
     # a loop's own filter decides too; an option guard does not spread this way
     filtered = guarded("{% for k in 'abc' if k in b.v %}echo {{ x.w }}{% endfor %}")
     assert wrapped(filtered) == [[("'acme.x'",), True, 1]]
+    # and what a loop runs over: its body and its else (review 27's B1e)
+    emptied = guarded(
+        "{% for k in 'hix' %}{% for c in s.t | lower | replace(k, '') %}{% else %}"
+        "echo {{ k ~ '.' }}{% endfor %}{% endfor %}"
+    )
+    assert wrapped(emptied) == [[(), True, 1]]
+    with pytest.raises(UnsafeTemplateError, match="too short to mask"):
+        emptied.render(values(s=Fields({"t": "hhh"})))
+
+
+def test_a_missing_key_read_from_a_secret_is_not_named_in_the_error() -> None:
+    """Review 27's S2: Jinja's error quoted the key, a secret upper-cased."""
+    from jinja2 import UndefinedError
+
+    template = guarded("{{ x[s.t | upper] }}", shell=False)
+    with pytest.raises(UndefinedError) as caught:
+        template.render(values())
+    assert "HIDDEN" not in str(caught.value) and "not shown" in str(caught.value)
+    plain = guarded("{{ x[p.v | upper] }}", shell=False)  # no secret: Jinja's own message
+    with pytest.raises(UndefinedError, match="-PLAIN"):
+        plain.render(values())
 
 
 def test_the_constructs_the_masking_cannot_follow_are_named_with_their_lines() -> None:

@@ -223,7 +223,7 @@ class CheckState:
         position += 1
         if wrapper == "time" and position < len(words) and self.fixed(words[position]) == "-p":
             position += 1
-        position = self._skip_options(words, position, _WRAPPER_OPTIONS.get(wrapper, {}))
+        position = self._skip_options(words, position, wrapper)
         if wrapper == "timeout":
             duration = self.fixed(words[position]) if position < len(words) else None
             if duration is None or not _DURATION.fullmatch(duration):
@@ -250,11 +250,13 @@ class CheckState:
             raise Refused("wrapper", words[position], f"{wrapper} {text}")
         return position
 
-    def _skip_options(
-        self, words: list[Any], position: int, options: dict[str, re.Pattern[str] | None]
-    ) -> int:
-        """The position after a wrapper's literal ``options`` (``-n 10``,
-        ``-n10``, ``--adjustment=10``; nice's ``-10``) and a ``--``."""
+    def _skip_options(self, words: list[Any], position: int, wrapper: str) -> int:
+        """The position after a wrapper's literal options (``-n 10``, ``-n10``,
+        ``--adjustment=10``; nice's ``-10``) and a ``--``.  An option whose
+        argument is not one the checker reads as the wrapper does is refused
+        (``nice -n ' 10' PROG``: GNU nice skips the space and runs PROG:
+        review 27's W3)."""
+        options = _WRAPPER_OPTIONS.get(wrapper, {})
         while options and position < len(words):
             text = self.fixed(words[position]) or ""
             if text == "--":
@@ -271,14 +273,15 @@ class CheckState:
             pattern = options[name]
             if pattern is None:
                 if glued:
-                    return position
+                    raise Refused("wrapper", words[position], f"{wrapper} {text}"[:40])
                 position += 1
                 continue
+            option = words[position]
             if not glued:
                 position += 1
                 argument = (self.fixed(words[position]) if position < len(words) else None) or ""
             if not pattern.fullmatch(argument):
-                return position
+                raise Refused("wrapper", option, f"{wrapper} {name} needs a literal argument")
             position += 1
         return position
 

@@ -241,12 +241,8 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             s is None or (s.startswith("-") and "C" in s) for s in statics
         ):
             self.refuse("rebinding", resolved.name_node, f"{name} -C")
-        elif name == "wait":  # wait -p NAME: the name a literal word (wait -p 'a[$(cmd)]')
-            names = list(self.option_arguments(arguments, statics, "p"))
-            if any(s is None for s in statics) or any(
-                not IDENTIFIER.fullmatch(self.fixed(word) or "") for word in names
-            ):
-                self.refuse("name-word", resolved.name_node, "wait -p")
+        elif name == "wait":
+            self.wait_construct(resolved.name_node, arguments, statics)
         elif name == "read":  # read -d $m: bash splits $m into more names (a[$(cmd)])
             for word in self.option_arguments(arguments, statics, self._OPTION_ARGUMENTS["read"]):
                 if self.fixed(word) is None and not self.carries(word):
@@ -391,6 +387,27 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             bad = text is None or text.startswith(("-", "+")) or not IDENTIFIER.fullmatch(text)
             if bad and not self.carries(child):  # else the value's own check reports it
                 self.refuse("declaration", child, self.text(child)[:40])
+
+    def wait_construct(self, name: Any, words: list[Any], statics: list[str | None]) -> None:
+        """``wait -p NAME`` assigns a job's id to NAME: a literal name only
+        (``wait -p 'a[$(cmd)]'`` evaluates the subscript, glued ``-p'a[i]'``
+        too: review 27's W1), never one the shell acts on (``PATH``: W2), and
+        no word of a value's among its arguments, where it could be ``-p``."""
+        if any(self.carries(word) for word in words):
+            self.refuse("name-word", name, "wait -p")
+            return
+        for index, text in enumerate(statics):
+            if text is None or text == "--" or not text.startswith("-"):
+                return
+            if "p" not in text[1:]:
+                continue
+            glued = text[text.index("p") + 1 :]
+            named = glued or (statics[index + 1] if index + 1 < len(statics) else None)
+            if named is None or not IDENTIFIER.fullmatch(named):
+                self.refuse("name-word", name, "wait -p")
+            elif is_rebinding_name(named):
+                self.refuse("shell-control", name, f"wait -p {named}")
+            return
 
     def unset_construct(self, words: list[Any], statics: list[str | None]) -> None:
         """``unset`` takes literal names only (``unset 'a[m]'`` evaluates m),
