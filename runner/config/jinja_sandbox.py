@@ -173,12 +173,35 @@ def guard_outputs(
                 found |= _inputs_read(node, name, by_input_id)
         return found
 
+    # What an {% if %} (or a loop's filter, or what a loop runs over) decides
+    # on a secret prints the secret as surely as {{ }} does: {% if c == 'a'
+    # %}{{ 'a' }}, a decoder written in the template (review 26's B1d), and
+    # so does a {% set %} under it (review 28's B1f).  Secret guards only.
+    def deciding() -> dict[int, set[InputGuard]]:
+        found: dict[int, set[InputGuard]] = {}
+
+        def walk(node: nodes.Node, carried: set[InputGuard]) -> None:
+            found[id(node)] = carried
+            deciders = [node.test] if isinstance(node, nodes.If | nodes.For) else []
+            if isinstance(node, nodes.For):  # how often it loops, and its else (27's B1e)
+                deciders.append(node.iter)
+            for test in deciders:
+                if test is not None:
+                    secret = {g._replace(options=False) for g in guards_of(test) if g.secret}
+                    carried = carried | secret
+            for child in node.iter_child_nodes():
+                walk(child, carried)
+
+        walk(tree, set())
+        return found
+
     changed = True
     while changed:  # until every set/for variable carries all its guards
         changed = False
+        decided = deciding()
         for node in tree.find_all((nodes.Assign, nodes.For)):
             source = node.node if isinstance(node, nodes.Assign) else node.iter
-            carried = guards_of(source)
+            carried = guards_of(source) | decided[id(node)]
             targets = [node.target, *node.target.find_all(nodes.Name)]
             if isinstance(node, nodes.For):
                 # Jinja's own ``loop`` holds the iterable's items too
@@ -191,25 +214,7 @@ def guard_outputs(
                 if not carried <= known:
                     known.update(carried)
                     changed = True
-    # What an {% if %} (or a loop's filter, or what a loop runs over) decides
-    # on a secret prints the secret as surely as {{ }} does: {% if c == 'a'
-    # %}{{ 'a' }}, a decoder written in the template (review 26's B1d).
-    # Secret guards only.
-    deciding: dict[int, set[InputGuard]] = {}
-
-    def walk(node: nodes.Node, carried: set[InputGuard]) -> None:
-        if isinstance(node, nodes.Output):
-            deciding[id(node)] = carried
-        deciders = [node.test] if isinstance(node, nodes.If | nodes.For) else []
-        if isinstance(node, nodes.For):  # how often it loops, and its else (review 27's B1e)
-            deciders.append(node.iter)
-        for test in deciders:
-            if test is not None:
-                carried = carried | {g._replace(options=False) for g in guards_of(test) if g.secret}
-        for child in node.iter_child_nodes():
-            walk(child, carried)
-
-    walk(tree, set())
+    decided = deciding()
     # A Jinja error names what it looked up: a key read from a secret too
     # (review 27's S2); Template.render hides it then.
     template.touches_secret = any(
@@ -219,7 +224,7 @@ def guard_outputs(
         for index, child in enumerate(output.nodes):
             if isinstance(child, nodes.TemplateData):
                 continue
-            found = guards_of(child) | deciding.get(id(output), set())
+            found = guards_of(child) | decided[id(output)]
             labels = tuple(sorted({g.label for g in found if g.options})) if options else ()
             secret = any(g.secret for g in found)
             if not labels and not secret:

@@ -321,6 +321,9 @@ def path_components(source: str, runner_names: frozenset[str]) -> list[tuple[str
     from jinja2 import Environment
 
     environment = Environment()
+    stored = {n.name for n in environment.parse(source).find_all(nodes.Name) if n.ctx == "store"}
+    if stored & runner_names:  # {% set session = x %}: no longer the runner's (review 28's A1e)
+        runner_names = frozenset()
     components: list[list[Any]] = [["", ""]]  # [source text, fixed name or None]
     tag: list[str] | None = None
     for _, kind, value in environment.lex(source):

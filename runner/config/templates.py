@@ -167,19 +167,22 @@ class Template:
         return values.substitute(text)
 
     def _render(self, context: Mapping[str, Any]) -> str:
-        """The compiled template rendered; a missing key or attribute in a
-        template that reads a secret input is reported without its name,
-        which may be the secret (``{{ roles[s.key | lower] }}``: review 27's S2)."""
-        from jinja2 import UndefinedError
-
+        """The compiled template rendered.  In a template that reads a secret
+        input, an error of Jinja's or of a filter is reported by its kind
+        only: its message may quote what it was given, the secret too
+        (``{{ roles[s.key | lower] }}``: review 27's S2; ``select(s.key)``,
+        ``filesizeformat``: 28's S3).  The runner's own errors say no value."""
         try:
             return str(self._compiled.render(**context))
-        except UndefinedError:
+        except (TemplateSecurityError, TemplateValueError):
+            raise
+        except Exception as failed:
             if not self.touches_secret:
                 raise
-        raise UndefinedError(
-            "the template looks up a name, key or attribute that is missing (not shown: "
-            "the template reads a secret input)"
+            kind = type(failed).__name__
+        raise TemplateValueError(
+            f"the template failed to render ({kind}; the message is not shown: the "
+            "template reads a secret input)"
         )
 
     def _check_words(

@@ -159,6 +159,9 @@ def test_a_path_template_is_cut_only_at_its_own_slashes() -> None:
         "{{ '.' }}/{{ x.name }}",
         "{{ x.name }}.bak/{# comment #}",
         "{% raw %}saved{% endraw %}/{{ x.name }}",
+        # session rebound: no longer the runner's (review 28's A1e)
+        "./{% set session = x %}/{{ session.id }}",
+        "{% set session = x %}{{ session.id }}/{{ x.name }}",
     ],
 )
 def test_a_value_may_not_choose_a_file_name_at_the_output_folders_top(source) -> None:

@@ -278,6 +278,11 @@ CASES = [
     ("wait -n -p'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
     ("wait -np'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
     ("wait -ppid; echo {0}", (), []),
+    # bash takes the last -p; a computed word may be -p (review 28's W4)
+    ("wait -n -p done -p 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait \"$f\" 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait -n -p done -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
+    ("wait %1 12 -- 13; echo {0}", (), []),
     ("wait -n -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
     ('wait -n "$a" "$b"; echo {0}', (), []),  # the script's own ids
     ("wait {0}", (), [(0, "evaluating-builtin", 1, 1, "wait")]),

@@ -559,6 +559,9 @@ def test_what_an_if_on_a_secret_prints_is_that_secret_too() -> None:
     # a loop's own filter decides too; an option guard does not spread this way
     filtered = guarded("{% for k in 'abc' if k in b.v %}echo {{ x.w }}{% endfor %}")
     assert wrapped(filtered) == [[("'acme.x'",), True, 1]]
+    # a {% set %} under such an if carries the secret out of it (review 28's B1f)
+    plan = guarded("{% if s.t == 'Hidden-Word' %}{% set p = 'gold' %}{% endif %}echo {{ p }}")
+    assert wrapped(plan) == [[(), True, 1]]
     # and what a loop runs over: its body and its else (review 27's B1e)
     emptied = guarded(
         "{% for k in 'hix' %}{% for c in s.t | lower | replace(k, '') %}{% else %}"
@@ -569,14 +572,24 @@ def test_what_an_if_on_a_secret_prints_is_that_secret_too() -> None:
         emptied.render(values(s=Fields({"t": "hhh"})))
 
 
-def test_a_missing_key_read_from_a_secret_is_not_named_in_the_error() -> None:
-    """Review 27's S2: Jinja's error quoted the key, a secret upper-cased."""
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        ("{{ x[s.t | upper] }}", "UndefinedError"),  # review 27's S2
+        ("{{ [1] | select(s.t | lower) | list }}", "TemplateRuntimeError"),  # 28's S3
+        ("{{ s.t | lower | filesizeformat }}", "ValueError"),
+        ("{% set k = s.t %}{% if x[k] %}a{% endif %}", "UndefinedError"),
+    ],
+)
+def test_an_error_of_a_template_that_reads_a_secret_shows_no_message(source, kind) -> None:
+    """Jinja's and the filters' messages quote what they were given."""
     from jinja2 import UndefinedError
 
-    template = guarded("{{ x[s.t | upper] }}", shell=False)
-    with pytest.raises(UndefinedError) as caught:
+    template = guarded(source, shell=False)
+    with pytest.raises(TemplateValueError) as caught:
         template.render(values())
-    assert "HIDDEN" not in str(caught.value) and "not shown" in str(caught.value)
+    assert "hidden" not in str(caught.value).lower()
+    assert f"({kind}; the message is not shown" in str(caught.value)
     plain = guarded("{{ x[p.v | upper] }}", shell=False)  # no secret: Jinja's own message
     with pytest.raises(UndefinedError, match="-PLAIN"):
         plain.render(values())

@@ -389,25 +389,33 @@ class SubsetCheck(FlowCheck, AgreementCheck):
                 self.refuse("declaration", child, self.text(child)[:40])
 
     def wait_construct(self, name: Any, words: list[Any], statics: list[str | None]) -> None:
-        """``wait -p NAME`` assigns a job's id to NAME: a literal name only
-        (``wait -p 'a[$(cmd)]'`` evaluates the subscript, glued ``-p'a[i]'``
-        too: review 27's W1), never one the shell acts on (``PATH``: W2), and
-        no word of a value's among its arguments, where it could be ``-p``."""
+        """``wait -p NAME`` assigns a job's id to NAME, bash's last ``-p``
+        winning: every ``-p``'s name a literal identifier (``wait -p
+        'a[$(cmd)]'`` evaluates the subscript, glued ``-p'a[i]'`` too: review
+        27's W1; a second ``-p``: 28's W4), never one the shell acts on
+        (``PATH``: W2); no word of a value's among its arguments; and every
+        other literal word a number, a job (``%1``) or such a name, as a word
+        the script computes (``"$flags"``) may turn out to be ``-p``."""
         if any(self.carries(word) for word in words):
             self.refuse("name-word", name, "wait -p")
             return
         for index, text in enumerate(statics):
-            if text is None or text == "--" or not text.startswith("-"):
-                return
-            if "p" not in text[1:]:
+            if text is None or text == "--":
                 continue
-            glued = text[text.index("p") + 1 :]
-            named = glued or (statics[index + 1] if index + 1 < len(statics) else None)
+            named: str | None = text
+            if text.startswith("-") and "p" in text[1:]:
+                glued = text[text.index("p") + 1 :]
+                named = glued or (statics[index + 1] if index + 1 < len(statics) else None)
+            elif (
+                text.startswith("-") or text.isdigit() or (text.startswith("%") and "[" not in text)
+            ):
+                continue
             if named is None or not IDENTIFIER.fullmatch(named):
                 self.refuse("name-word", name, "wait -p")
-            elif is_rebinding_name(named):
+                return
+            if is_rebinding_name(named):
                 self.refuse("shell-control", name, f"wait -p {named}")
-            return
+                return
 
     def unset_construct(self, words: list[Any], statics: list[str | None]) -> None:
         """``unset`` takes literal names only (``unset 'a[m]'`` evaluates m),
