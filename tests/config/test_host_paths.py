@@ -186,6 +186,22 @@ def test_a_value_may_choose_folders_or_a_name_inside_a_named_folder(source) -> N
     assert check_value_destination(components(source)) is None
 
 
+def test_the_refusals_say_what_to_write_instead() -> None:
+    assert check_value_destination(components("{{ x.name }}")) == (
+        "a value may choose the saved file's name only inside a folder the template "
+        'names (to: "saved/{{ x.name }}"), or the folders with the name fixed '
+        '(to: "{{ x.dir }}/report.md"): a name chosen at the output folder\'s top '
+        "could replace a file there that runs (a Makefile, the agent's YAML)"
+    )
+    with pytest.raises(HostPathError) as caught:
+        check_value_path(components("saved/{{ x.n }}"), "saved/.envrc", what="save: to")
+    assert str(caught.value) == (
+        "save: to: 'saved/.envrc' holds a folder or file name that starts with '.' "
+        "('.envrc'), which a value may not choose on the host; "
+        "write it in the template if it is meant"
+    )
+
+
 @pytest.mark.parametrize(
     "rendered",
     ["saved/.bashrc", "saved/a/.git/config", "saved/.venv/lib/x.pth", "saved/.envrc"],

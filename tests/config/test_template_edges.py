@@ -593,6 +593,19 @@ def test_an_error_of_a_template_that_reads_a_secret_shows_no_message(source, kin
     plain = guarded("{{ x[p.v | upper] }}", shell=False)  # no secret: Jinja's own message
     with pytest.raises(UndefinedError, match="-PLAIN"):
         plain.render(values())
+    unguarded, _ = compile_template(
+        "{{ x[p.v] }}", shell=False, fields_by_name={"x": None, "p": None}
+    )
+    with pytest.raises(UndefinedError, match="-plain"):  # no guard at all: the same
+        unguarded.render(values())
+
+
+def test_jinjas_loop_variable_carries_a_no_leading_option_guard_too() -> None:
+    """``loop.nextitem`` of a loop over a ``no_leading_option`` list is
+    checked as the item itself would be (not only secrets follow ``loop``)."""
+    template = guarded("{% for a in x.l %}ls {{ loop.nextitem | default('z') }}{% endfor %}")
+    with pytest.raises(OptionLikeValueError, match="starts with '\\+'"):
+        template.render(values())
 
 
 def test_the_constructs_the_masking_cannot_follow_are_named_with_their_lines() -> None:

@@ -357,6 +357,21 @@ def test_each_line_of_a_wrapped_encoding_is_masked(encoder, ending) -> None:
         assert scrub(line, forms) == "***" or len(line) < MIN_WRAPPED_LINE, (line, printed)
 
 
+@pytest.mark.parametrize("encoder", [["base64"], ["openssl", "base64"]], ids=["gnu", "openssl"])
+def test_each_line_of_a_wrapped_base64_with_plus_and_slash_is_masked(encoder) -> None:
+    """A secret whose base64 holds + and / (its URL-safe form differs): each
+    line is masked as base64 itself, at its tool's width."""
+    from runner.core.redaction import scrub, secret_text_forms
+
+    secret = "???>>>" * 17  # base64 Pz8/Pj4+...: a + and a / in every 8 characters
+    forms = sorted(secret_text_forms(secret), key=len, reverse=True)
+    printed = subprocess.run(
+        encoder, input=secret, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(printed) > 1 and "+" in printed[0] and "/" in printed[0]
+    assert [scrub(line, forms) for line in printed] == ["***"] * len(printed)
+
+
 def test_a_short_last_line_of_a_wrapped_encoding_masks_nothing_else() -> None:
     from runner.core.redaction import MIN_WRAPPED_LINE, scrub, secret_text_forms
 
