@@ -165,6 +165,15 @@ class CompilerBase:
             if self.untracked_secret(path, source, template, by_name, guards):
                 return None
             guard_outputs(template, by_name, guards, options=options)
+            if template.secret_chosen_text is not None:
+                self.problem_in_text(
+                    path,
+                    _offset_of_line(source, template.secret_chosen_text),
+                    "the template's own text in an {% if %} (or a loop's if) that decides on "
+                    "a secret input would say which way it went, unmasked; write the choice "
+                    "as {{ 'a' if ... else 'b' }}, which the runner masks",
+                )
+                return None
         return template
 
     def untracked_secret(

@@ -80,6 +80,7 @@ class Template:
         "exported",
         "names",
         "reads_secret",
+        "secret_chosen_text",
         "shell",
         "source",
         "tainted",
@@ -110,6 +111,8 @@ class Template:
         self.reads_secret = False
         #: any name it reads holds a secret input's value (``guard_outputs`` sets it)
         self.touches_secret = False
+        #: the line of its own text in a branch a secret input chooses, or None
+        self.secret_chosen_text: int | None = None
         self._compiled: Any = None
 
     @property

@@ -549,3 +549,41 @@ def test_a_secret_template_may_use_only_what_the_masking_follows(
     checked = runner("validate", str(path), cwd=tmp_path)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert f"{construct} in a template that reads a secret input" in checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "template"),
+    [
+        ("run", "echo plan: {% if s.tok == 'gold' %}unlimited{% else %}free{% endif %}"),
+        ("env", "{% for c in s.tok %}{% if c == 'h' %}h.{% endif %}{% endfor %}"),
+        ("content", "{% for k in 'abc' if k in s.tok %}{{ '' }}k{% endfor %}"),
+    ],
+)
+def test_the_templates_own_text_may_not_be_chosen_by_a_secret(tmp_path, field, template) -> None:
+    """Review 29's B1g: text under an ``{% if %}`` on a secret printed which
+    branch it took (a decoder with no ``{{ }}`` printed the secret)."""
+    step = {
+        "run": {"run": template},
+        "env": {"run": 'echo "$V"', "env": {"V": template}},
+        "content": {"write": "notes.txt", "content": template},
+    }[field]
+    path = one_step_agent(
+        tmp_path,
+        "true",
+        before=[step],
+        top={"inputs": {"acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}}}},
+    )
+    checked = runner("validate", str(path), cwd=tmp_path)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert (
+        "decides on a secret input would say which way it went" in checked.stdout + checked.stderr
+    )
+    # written as a {{ }}, the choice is masked: accepted
+    inline = template.replace("{% if s.tok == 'gold' %}unlimited{% else %}free{% endif %}", "")
+    if field == "run":
+        path.write_text(
+            path.read_text().replace(
+                template, inline + "{{ 'unlimited' if s.tok == 'gold' else 'free' }}"
+            )
+        )
+        assert runner("validate", str(path), cwd=tmp_path).returncode == 0

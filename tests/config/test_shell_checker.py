@@ -283,8 +283,15 @@ CASES = [
     ("wait \"$f\" 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
     ("wait -n -p done -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
     ("wait %1 12 -- 13; echo {0}", (), []),
+    # a word bash splits, or two computed words, may be -p NAME (review 29's W5)
+    ("wait -n $f; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ('wait -n "${a[@]}"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
+    ('wait "$o" "$n"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("jobs -x wait -n $f; echo {0}", (), [(None, "name-word", 1, 9, "wait -p")]),
+    ('wait "$o" ok "${p}"; echo {0}', (), []),
     ("wait -n -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
-    ('wait -n "$a" "$b"; echo {0}', (), []),  # the script's own ids
+    ('wait -n "$a"; echo {0}', (), []),  # the script's own id
+    ('wait -n "$a" "$b"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),  # "$a" may be -p
     ("wait {0}", (), [(0, "evaluating-builtin", 1, 1, "wait")]),
     ("let x=1; echo {0}", (), [(None, "rebinding", 1, 1, "let")]),
     ("IFS=, read -r a b <<< {0}", (), []),

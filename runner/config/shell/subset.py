@@ -69,6 +69,10 @@ _BASH_ONLY = {
 }
 
 
+#: One word whatever it holds: a double-quoted expansion of one plain variable.
+_ONE_QUOTED_EXPANSION = re.compile(r'"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)"')
+
+
 class SubsetCheck(FlowCheck, AgreementCheck):
     """The whole script lies in the subset the checker models."""
 
@@ -400,7 +404,15 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             self.refuse("name-word", name, "wait -p")
             return
         for index, text in enumerate(statics):
-            if text is None or text == "--":
+            if text is None and (
+                not _ONE_QUOTED_EXPANSION.fullmatch(self.text(words[index]))
+                or (index + 1 < len(statics) and statics[index + 1] is None)
+            ):
+                # $f or "${a[@]}" may be split into -p NAME (review 29's W5); a
+                # "$o" that is -p names the word after it, judged if literal
+                self.refuse("name-word", name, "wait -p")
+                return
+            if text is None or text in ("--", ""):
                 continue
             named: str | None = text
             if text.startswith("-") and "p" in text[1:]:
