@@ -169,9 +169,10 @@ class CompilerBase:
                 self.problem_in_text(
                     path,
                     _offset_of_line(source, template.secret_chosen_text),
-                    "the template's own text in an {% if %} (or a loop's if) that decides on "
-                    "a secret input would say which way it went, unmasked; write the choice "
-                    "as {{ 'a' if ... else 'b' }}, which the runner masks",
+                    "the template's own text in an {% if %} or a {% for %} that a secret "
+                    "input decides would say which way it went (or how often it ran), "
+                    "unmasked; write the choice as {{ 'a' if ... else 'b' }}, which the "
+                    "runner masks, and loop over what is not secret",
                 )
                 return None
         return template
@@ -255,6 +256,8 @@ class CompilerBase:
         reason = check_relative(source) if template.is_static else None
         if writes and template.names - RUNNER_NAMES:
             reason = check_value_destination(path_components(source, RUNNER_NAMES))
+        if template.touches_secret:  # a file's name on disk is never masked (review 30's O1)
+            reason = "a host path may not be made from a secret input: no file name is masked"
         if reason:
             self.problem(path, reason)
             return None

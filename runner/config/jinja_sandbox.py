@@ -177,13 +177,13 @@ def guard_outputs(
     # on a secret prints the secret as surely as {{ }} does: {% if c == 'a'
     # %}{{ 'a' }}, a decoder written in the template (review 26's B1d), and
     # so does a {% set %} under it (review 28's B1f).  Secret guards only.
-    def deciding(*, loops: bool = True) -> dict[int, set[InputGuard]]:
+    def deciding() -> dict[int, set[InputGuard]]:
         found: dict[int, set[InputGuard]] = {}
 
         def walk(node: nodes.Node, carried: set[InputGuard]) -> None:
             found[id(node)] = carried
             deciders = [node.test] if isinstance(node, nodes.If | nodes.For) else []
-            if loops and isinstance(node, nodes.For):  # how often it loops, its else (27's B1e)
+            if isinstance(node, nodes.For):  # how often it loops, and its else (27's B1e)
                 deciders.append(node.iter)
             for test in deciders:
                 if test is not None:
@@ -220,16 +220,17 @@ def guard_outputs(
     template.touches_secret = any(
         g.secret for name in tree.find_all(nodes.Name) for g in guards_of(name)
     )
-    # The template's own text in a branch a secret chooses says which branch
-    # (a decoder with no {{ }}: review 29's B1g); compile_base refuses it.
-    branches = deciding(loops=False)
+    # The template's own text in a branch a secret chooses, or in a loop a
+    # secret decides how often to run, says which way it went (a decoder
+    # with no {{ }}: review 29's B1g; a space a time, a count of loops: 30's
+    # B1h, B1i); compile_base refuses it.
     template.secret_chosen_text = next(
         (
             child.lineno
             for output in tree.find_all(nodes.Output)
-            if branches[id(output)]
+            if decided[id(output)]
             for child in output.nodes
-            if isinstance(child, nodes.TemplateData) and child.data.strip()
+            if isinstance(child, nodes.TemplateData) and child.data
         ),
         None,
     )

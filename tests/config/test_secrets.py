@@ -508,7 +508,8 @@ def test_jinjas_loop_variable_over_a_secret_list_is_masked(tmp_path) -> None:
     and in the JSON events."""
     path = one_step_agent(
         tmp_path,
-        "{% for t in s.toks %}echo {{ loop.previtem | default('none') | upper }}\n{% endfor %}",
+        'echo "$V"',
+        env={"V": "{% for t in s.toks %}{{ loop.previtem | default('none') | upper }}{% endfor %}"},
         top={"inputs": {"acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}}}},
     )
     secret = 'acme.s={"toks": ["hunter2secret", "other-token"]}'
@@ -516,7 +517,7 @@ def test_jinjas_loop_variable_over_a_secret_list_is_masked(tmp_path) -> None:
         ran = runner("run", str(path), "--input", secret, view, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
         output = ran.stdout + ran.stderr
-        assert "NONE" in output and "***" in output, output
+        assert view == "--json" or "***" in output, output  # -v shows the step's output
         assert "HUNTER2SECRET" not in output.upper(), output
 
 
@@ -575,9 +576,7 @@ def test_the_templates_own_text_may_not_be_chosen_by_a_secret(tmp_path, field, t
     )
     checked = runner("validate", str(path), cwd=tmp_path)
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    assert (
-        "decides on a secret input would say which way it went" in checked.stdout + checked.stderr
-    )
+    assert "would say which way it went" in checked.stdout + checked.stderr
     # written as a {{ }}, the choice is masked: accepted
     inline = template.replace("{% if s.tok == 'gold' %}unlimited{% else %}free{% endif %}", "")
     if field == "run":
@@ -587,3 +586,23 @@ def test_the_templates_own_text_may_not_be_chosen_by_a_secret(tmp_path, field, t
             )
         )
         assert runner("validate", str(path), cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "gold=[{% if s.tok == 'gold' %} {% endif %}]",  # a space (review 30's B1h)
+        "{% for _ in ([1] if s.tok == 'gold' else []) %}yes{% endfor %}",  # B1i
+        "{% for c in s.tok %}#{% endfor %}",  # its length
+    ],
+)
+def test_no_text_of_the_template_shows_what_a_secret_decided(tmp_path, template) -> None:
+    path = one_step_agent(
+        tmp_path,
+        'echo "$V"',
+        env={"V": template},
+        top={"inputs": {"acme.s": {"as": "s", "secret": True, "schema": {"type": "object"}}}},
+    )
+    checked = runner("validate", str(path), cwd=tmp_path)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "how often it ran" in checked.stdout + checked.stderr

@@ -16,6 +16,8 @@ import pytest
 from runner.config.shell.checker import Finding, check_script
 
 SENTINELS = ["'RVtx0'", "'RVtx1'"]
+#: The detail of wait's refusal of a computed word before --.
+W = 'wait "$id" before --: write wait -- "$id"'
 
 #: (script, tainted variables, findings as (value, rule, line, column, detail))
 CASES = [
@@ -280,18 +282,18 @@ CASES = [
     ("wait -ppid; echo {0}", (), []),
     # bash takes the last -p; a computed word may be -p (review 28's W4)
     ("wait -n -p done -p 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
-    ("wait \"$f\" 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
+    ("wait \"$f\" 'a[i]'; echo {0}", (), [(None, "name-word", 1, 1, W)]),
     ("wait -n -p done -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
     ("wait %1 12 -- 13; echo {0}", (), []),
-    # a word bash splits, or two computed words, may be -p NAME (review 29's W5)
-    ("wait -n $f; echo {0}", (), [(None, "name-word", 1, 1, "wait -p")]),
-    ('wait -n "${a[@]}"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
-    ('wait "$o" "$n"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),
-    ("jobs -x wait -n $f; echo {0}", (), [(None, "name-word", 1, 9, "wait -p")]),
-    ('wait "$o" ok "${p}"; echo {0}', (), []),
+    # a computed word before -- may be -p NAME, glued too (review 29's W5, 30's W6)
+    ('f=-pa[i]; wait -n "$f"; echo {0}', (), [(None, "name-word", 1, 11, W)]),
+    ("f=x; wait -n $f; echo {0}", (), [(None, "name-word", 1, 6, W)]),
+    ('a=(1); wait -n "${a[@]}"; echo {0}', (), [(None, "name-word", 1, 8, W)]),
+    ("f=x; jobs -x wait -n $f; echo {0}", (), [(None, "name-word", 1, 14, W)]),
+    ('p=1; wait -n -p got -- "$p" $p; echo {0}', (), []),  # after --: ids
+    ("sleep 1 & wait $!; echo {0}", (), []),
     ("wait -n -p PATH; echo {0}", (), [(None, "shell-control", 1, 1, "wait -p PATH")]),
-    ('wait -n "$a"; echo {0}', (), []),  # the script's own id
-    ('wait -n "$a" "$b"; echo {0}', (), [(None, "name-word", 1, 1, "wait -p")]),  # "$a" may be -p
+    ('a=1; wait -n "$a"; echo {0}', (), [(None, "name-word", 1, 6, W)]),  # "$a" may be -p...
     ("wait {0}", (), [(0, "evaluating-builtin", 1, 1, "wait")]),
     ("let x=1; echo {0}", (), [(None, "rebinding", 1, 1, "let")]),
     ("IFS=, read -r a b <<< {0}", (), []),

@@ -912,3 +912,15 @@ def test_an_upload_may_not_read_a_dot_file_a_value_names(tmp_path: Path) -> None
     status, output = runner(tmp_path, "run", str(path), "--input", 'acme.x={"f": ".env"}', "-v")
     assert status != 0 and "which a value may not choose on the host" in output, output
     assert "hunter2secret" not in output
+
+
+def test_a_host_path_may_not_be_made_from_a_secret(tmp_path: Path) -> None:
+    """Review 30's O1: ``to: "saved/{{ s.tok }}.txt"`` wrote the secret as a
+    file's name on the host, where nothing masks it."""
+    path = save_agent(tmp_path, "saved/{{ s.tok }}.txt")
+    document = json.loads(path.read_text())
+    document["inputs"]["acme.s"] = {"as": "s", "secret": True, "schema": {"type": "object"}}
+    path.write_text(json.dumps(document))
+    status, output = runner(tmp_path, "validate", str(path))
+    assert status == 2, output
+    assert "a host path may not be made from a secret input" in output

@@ -443,5 +443,6 @@ def test_a_secret_input_split_into_characters_is_refused(tmp_path, run) -> None:
         "run", str(config), "--input", 'acme.s={"v": "hunter2secret"}', cwd=tmp_path, env={}
     )
     assert code == 2, text
-    assert "too short to mask" in text
+    # the loop's own text says how often it ran: refused before it renders (review 30)
+    assert "too short to mask" in text or "how often it ran" in text
     assert "h\nu\nn" not in text

@@ -69,10 +69,6 @@ _BASH_ONLY = {
 }
 
 
-#: One word whatever it holds: a double-quoted expansion of one plain variable.
-_ONE_QUOTED_EXPANSION = re.compile(r'"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)"')
-
-
 class SubsetCheck(FlowCheck, AgreementCheck):
     """The whole script lies in the subset the checker models."""
 
@@ -397,22 +393,22 @@ class SubsetCheck(FlowCheck, AgreementCheck):
         winning: every ``-p``'s name a literal identifier (``wait -p
         'a[$(cmd)]'`` evaluates the subscript, glued ``-p'a[i]'`` too: review
         27's W1; a second ``-p``: 28's W4), never one the shell acts on
-        (``PATH``: W2); no word of a value's among its arguments; and every
-        other literal word a number, a job (``%1``) or such a name, as a word
-        the script computes (``"$flags"``) may turn out to be ``-p``."""
+        (``PATH``: W2); no word of a value's among its arguments; every other
+        literal word a number, a job (``%1``) or such a name; and a word the
+        script computes only after a literal ``--``: before it, ``"$f"`` may
+        be ``-pNAME`` (29's W5, 30's W6)."""
         if any(self.carries(word) for word in words):
             self.refuse("name-word", name, "wait -p")
             return
         for index, text in enumerate(statics):
-            if text is None and (
-                not _ONE_QUOTED_EXPANSION.fullmatch(self.text(words[index]))
-                or (index + 1 < len(statics) and statics[index + 1] is None)
-            ):
-                # $f or "${a[@]}" may be split into -p NAME (review 29's W5); a
-                # "$o" that is -p names the word after it, judged if literal
-                self.refuse("name-word", name, "wait -p")
+            if text == "--":
+                return  # the rest are ids, whatever they hold
+            if text is None and self.text(words[index]) in ("$!", '"$!"'):
+                continue  # the last job's id, set by bash: never an option
+            if text is None:
+                self.refuse("name-word", name, 'wait "$id" before --: write wait -- "$id"')
                 return
-            if text is None or text in ("--", ""):
+            if text == "":
                 continue
             named: str | None = text
             if text.startswith("-") and "p" in text[1:]:
