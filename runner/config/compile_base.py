@@ -10,7 +10,7 @@ the compiler split by concern, as the shell checker is by pass).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +162,9 @@ class CompilerBase:
             }
             if self.tool_arguments is not None and self.tool_arguments[1]:
                 by_name[ARGUMENTS_NAME] = InputGuard("args (the tool's arguments)", True, False)
-            if self.untracked_secret(path, source, template, by_name, guards):
-                return None
             guard_outputs(template, by_name, guards, options=options)
+            if self.untracked_secret(path, source, template):
+                return None
             if template.secret_chosen_text is not None:
                 self.problem_in_text(
                     path,
@@ -177,25 +177,14 @@ class CompilerBase:
                 return None
         return template
 
-    def untracked_secret(
-        self,
-        path: JsonPath,
-        source: str,
-        template: Template,
-        by_name: Mapping[str, InputGuard],
-        by_input_id: Mapping[str, InputGuard],
-    ) -> bool:
-        """A template that reads a secret input may use only what the runner
-        follows a secret through, to mask what it prints (``if``, ``for``,
-        ``set NAME = ...``, ``{{ }}`` with filters): ``{% with %}``, a block
-        ``{% set %}``, ``{% filter %}`` or ``namespace()`` printed it unmasked
-        in ``env:``, paths and ``write:`` content (review 26's B1b); said as a
-        problem, True if so."""
-        secret = {name for name, guard in by_name.items() if guard.secret}
-        reads = bool(template.names & secret) or (
-            "inputs" in template.names and any(g.secret for g in by_input_id.values())
-        )
-        untracked = untracked_constructs(template.tree) if reads else []
+    def untracked_secret(self, path: JsonPath, source: str, template: Template) -> bool:
+        """A template that reads a secret input (``guard_outputs`` has said so)
+        may use only what the runner follows a secret through, to mask what it
+        prints (``if``, ``for``, ``set NAME = ...``, ``{{ }}`` with filters):
+        ``{% with %}``, a block ``{% set %}``, ``{% filter %}`` or ``namespace()``
+        printed it unmasked in ``env:``, paths and ``write:`` content (review
+        26's B1b); said as a problem, True if so."""
+        untracked = untracked_constructs(template.tree) if template.touches_secret else []
         for line, what in untracked[:1]:
             self.problem_in_text(
                 path,
