@@ -203,16 +203,31 @@ def create_and_start(client: docker.DockerClient, options: dict[str, Any]) -> Co
     return container
 
 
+#: How long :func:`remove_container` keeps asking while the Engine answers 409.
+REMOVE_CONFLICT_SECONDS = 30.0
+
+
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
+    """Remove a container and return only once it is gone.
+
+    The Engine answers 409 (conflict) when another removal of the container
+    is under way, and also when the container's main process is exiting
+    just as the removal kills it ("is not running"); neither removed it.
+    Both are asked again until the container is gone (CI saw the second
+    leave a container behind whose TTL ended as its session closed)."""
     from docker.errors import APIError, NotFound
 
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except NotFound:
-        pass
-    except APIError as exc:
-        if exc.status_code != 409:  # 409: another removal of it is already under way
-            raise
+    deadline = time.monotonic() + REMOVE_CONFLICT_SECONDS
+    while True:
+        try:
+            client.api.remove_container(container_id, force=True, v=True)
+            return
+        except NotFound:
+            return
+        except APIError as exc:
+            if exc.status_code != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def short_error(exc: Exception) -> str:
