@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.hooks import SandboxHook
 from ..engine.inputs import SessionInput
+from .chosen_text import value_chosen_text
 from .errors import ConfigProblem, JsonPath
 from .host_paths import RUNNER_NAMES, check_relative, check_value_destination
 from .steps import (
@@ -124,12 +125,15 @@ class CompilerBase:
         options: bool = True,
         consumers: Collection[str] | None = None,
         exported: Collection[str] = (),
+        text_is_code: bool = False,
     ) -> Template | None:
         """The compiled template of one step field.  Each ``{{ }}`` that reads a
         ``no_leading_option`` or a secret input is guarded (``guard_outputs``):
         its word may not start like an option (``options=False``: ``write``
         content, which no program takes as an argument), and a secret's word is
-        scrubbed from output as the secret is."""
+        scrubbed from output as the secret is.  In a ``run`` command (``shell``)
+        or a host path (``text_is_code``) the template's own text may not be
+        chosen by a part of a value (``chosen_text``)."""
         names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
         if self.tool_arguments is not None:  # a tool's fields: {{ args.NAME }}
             names[ARGUMENTS_NAME] = self.tool_arguments[0]
@@ -173,6 +177,19 @@ class CompilerBase:
                     "input decides would say which way it went (or how often it ran), "
                     "unmasked; write the choice as {{ 'a' if ... else 'b' }}, which the "
                     "runner masks, and loop over what is not secret",
+                )
+                return None
+        if template is not None and not template.is_static and (shell or text_is_code):
+            line = value_chosen_text(template.tree, template.names - RUNNER_NAMES)
+            if line is not None:
+                self.problem_in_text(
+                    path,
+                    _offset_of_line(source, line),
+                    "the template's own text in an {% if %} or a {% for %} that a part of a "
+                    "value decides (a loop's item, a character, x[0], |first, % or //) could "
+                    "spell the value out as code, one branch per character; decide in the "
+                    'shell with the value quoted (if [ "{{ c }}" = a ]; then ...), or print '
+                    "the choice with {{ 'a' if ... else 'b' }}, which is quoted",
                 )
                 return None
         return template
@@ -239,7 +256,7 @@ class CompilerBase:
 
     def host_path(self, path: JsonPath, source: str, *, writes: bool = False) -> Template | None:
         """A host path's template (``writes``: where a file lands on the host)."""
-        template = self.template(path, source, shell=False)
+        template = self.template(path, source, shell=False, text_is_code=True)
         if template is None:
             return None
         reason = check_relative(source) if template.is_static else None
