@@ -119,12 +119,15 @@ def value_chosen_text(tree: nodes.Template, values: Collection[str]) -> int | No
         changed = False
         decided = chosen()
         for node in tree.find_all((nodes.Assign, nodes.For)):
+            target: nodes.Node
             if isinstance(node, nodes.Assign):
-                held = kind(node.node)
-            else:  # the items of a value are its parts
-                held = PART if kind(node.iter) else NONE
+                held, target = kind(node.node), node.target
+            elif isinstance(node, nodes.For):  # the items of a value are its parts
+                held, target = (PART if kind(node.iter) else NONE), node.target
+            else:
+                continue
             held = PART if decided[id(node)] else held
-            targets = [node.target, *node.target.find_all(nodes.Name)]
+            targets = [target, *target.find_all(nodes.Name)]
             for name in [t.name for t in targets if isinstance(t, nodes.Name)]:
                 if held > kinds.get(name, NONE):
                     kinds[name] = held
