@@ -228,17 +228,23 @@ class LocalSandbox(Sandbox):
         stderr = bytearray()
         lines = output_lines()  # the live progress's last line, when someone listens
         timed_out = False
-        process = await anyio.open_process(
-            # The group's leader kills it at the timeout if this process is
-            # gone by then (a server killed mid-step): see watchdog.
-            watched([self.shell, "-c", command], timeout),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
-            env=full_env,
-            start_new_session=True,
-        )
+        # Shielded: a cancellation (a DELETE during on_create) that came while
+        # asyncio connected the pipes of a process already running left its
+        # group unknown here, and asyncio killed the leader alone: the
+        # command ran on, orphaned (a loaded CI machine's red).  Now it
+        # arrives at the next await, where the group is known and killed.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                # The group's leader kills it at the timeout if this process is
+                # gone by then (a server killed mid-step): see watchdog.
+                watched([self.shell, "-c", command], timeout),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=full_env,
+                start_new_session=True,
+            )
         self._process_groups.add(process.pid)
         try:
             with anyio.move_on_after(timeout) as deadline:

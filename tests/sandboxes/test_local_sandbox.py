@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 import runner as agents
@@ -130,6 +131,44 @@ def test_a_killed_process_not_yet_reaped_runs_nothing() -> None:
         process.kill()
         process.wait()
     assert _groups_running({process.pid}) == set()
+
+
+def _running_with_argv(argv: bytes) -> list[int]:
+    """The processes (zombies excepted) whose command line is ``argv``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and (entry / "cmdline").read_bytes() == argv
+                and ") Z " not in (entry / "stat").read_text()
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_a_command_cancelled_as_it_starts_leaves_nothing_running(local_backend) -> None:
+    """A cancellation (a ``DELETE`` during ``on_create``) at any moment of a
+    command's start: nothing of it runs on.  One that came while asyncio
+    connected the pipes of a process already running left the group unknown
+    to the sandbox; asyncio killed the leader alone, and the command ran on,
+    orphaned (CI's red in test_serve_cancel).  Cancelled at 60 moments."""
+    seconds = f"{600 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"
+    argv = f"sleep\0{seconds}\0".encode()
+    try:
+        async with await agents.Agent(
+            model="m", environment=local_backend.environment()
+        ).start_session() as session:
+            for step in range(60):
+                with anyio.move_on_after(step * 0.0005):
+                    await session.sandbox.execute(f"exec sleep {seconds}")
+                await session.sandbox.end_processes()
+                assert _running_with_argv(argv) == [], f"cancelled after {step * 0.5} ms"
+    finally:
+        for pid in _running_with_argv(argv):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_finished_commands_leave_no_process_group_to_kill_later(local_backend) -> None:
