@@ -1,54 +1,74 @@
-"""Template text chosen by a value's parts: a decoder written in Jinja.
+"""Template text a value chooses or repeats: a decoder written in Jinja.
 
 ``{% for c in x.v %}{% if c == '$' %}${% elif c == '(' %}(...{% endif %}{% endfor %}``
 prints no value: it spells the value out in the template's own text, which
-every check reads as the author's code, so ``$(cmd)`` in the value ran
-(review 31's C1).  What makes such a decoder is a test on a *part* of a
-value (a character, an item, a digit) choosing the template's text: one
-branch per character, once per position.  A test on a value as a whole
-(``{% if x.mode == 'release' %}``, ``{% if x.debug %}``, ``x.n > 3``,
-``'lint' in x.checks``) picks one of the texts the author wrote out in full,
-and a loop over a value repeats the same text per item; both stay allowed.
+every check read as the author's code, so ``$(cmd)`` in the value ran
+(review 31's C1).  Telling a test on a part of a value from a test on the
+whole does not hold: ``('3=$') in x.v`` with ``loop.index``, ``(x.n *
+p)|int is odd`` and an input named ``loop`` all spelled a value out
+(review 32).  So the rule is on what decides, not on how it reads:
 
-So in a ``run`` command and a host path, the template's own text may not
-sit under an ``{% if %}`` (any branch of it) or a loop's ``if`` filter
-whose test reads a part of a value, nor in the ``{% else %}`` of a loop over
-a part (``{% for _ in w[4:5] %}{% else %}`` asks how long ``w`` is).  A
-part is: a ``{% for %}`` variable over a value, and that loop's ``loop``
-(its items, and its counters too when it runs over a part: ``loop.first
-and loop.last`` over ``w[3:5]`` is a test of ``w``'s length; over a value
-itself they count it, a whole); an index or a slice (``x.v[0]``; a constant
-string key is a field); ``|first``, ``|last``, ``|list``; ``%``, ``//``
-and ``/``, which take digits out of a number; and a ``{% set %}`` variable
-made from any of these or set under such a test.  The body of a loop over
-a part only repeats, and stays allowed.  Calls are refused in ``run``
-already (``template_checks``).  A choice printed with ``{{ }}`` (``{{ '$' if
-c == 'a' else 'b' }}``) is a value: it is quoted like any other.
+- **Chosen**: in a ``run`` command and a host path, the template's own text
+  may not sit under an ``{% if %}`` (any branch), a loop's ``if`` filter or
+  a loop's ``{% else %}`` whose test reads a value at all: an input, a
+  ``{% set %}`` or ``{% for %}`` variable made from one (or set under such a
+  test), or ``loop`` of a loop over one (its counters count the value).
+  Nor under a loop whose iterable *decides* on a value (``{% for _ in ([1]
+  if c == '$' else []) %}`` is an ``if``).  Decide in the shell instead
+  (``if [ {{ x.mode }} = release ]; then``), where the value stays a quoted
+  word, or print the choice with ``{{ 'a' if ... else 'b' }}``, which is a
+  value and quoted.
+- **Repeated**: the body of a loop over a value repeats the author's text
+  once per item (``{% for f in x.files %}cp -- {{ f }} out/; {% endfor %}``,
+  the way to take a list), but how often is the value's to say: ``+1`` once
+  per character, turned into a letter by bash and run with ``bash -c``
+  (review 32's F5).  Such a template is *shaped* by a value: its script is
+  checked as one that holds a value even when it prints none (no shell or
+  interpreter runs in it, no command name is computed), so a count stays
+  data.  A host path may not repeat its text at all.
+
+Calls are refused in ``run`` already (``template_checks``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import NamedTuple
 
 from jinja2 import nodes
 
-NONE, WHOLE, PART = 0, 1, 2
-#: Filters whose result is a part of what they are given.
-PARTING_FILTERS = frozenset({"first", "last", "list"})
-#: Arithmetic that takes digits out of a number.
-PARTING_ARITHMETIC = (nodes.Mod, nodes.FloorDiv, nodes.Div)
-#: ``loop`` attributes that say where a loop is, not what it holds.
-LOOP_POSITIONS = frozenset(
-    {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0"}
+#: What ``runner validate`` says of text a value chooses.
+CHOSEN_TEXT = (
+    "the template's own text in an {% if %} (or a loop's if, or its else) that a value "
+    "decides: a value could spell itself out as code, one branch per character; decide "
+    "in the shell, where the value stays one quoted word (if [ {{ x.mode }} = release ]; "
+    "then ...), or print the choice with {{ 'a' if ... else 'b' }}, which is quoted"
 )
 
+#: ... and of a host path that repeats its text once per item of a value.
+REPEATED_PATH = (
+    "a host path may not repeat its own text once per item of a value ({% for %} over an "
+    "input): the value would choose how many folders deep (or how many ..) it goes; "
+    "print the value with {{ }} instead"
+)
 
-def value_chosen_text(tree: nodes.Template, values: Collection[str]) -> int | None:
-    """The line of the first text of ``tree`` a test on a part of a value
-    chooses, or None.  ``values``: the names that hold values (the inputs a
-    template reads; ``session`` is the runner's, not a value)."""
-    kinds: dict[str, int] = dict.fromkeys(values, WHOLE)
-    kinds.pop("loop", None)  # Jinja's own: resolved against its loop below
+#: Expressions that decide (their value is one of two, chosen by a test).
+DECIDING = (nodes.CondExpr, nodes.Compare, nodes.Test, nodes.And, nodes.Or, nodes.Not)
+
+
+class ValueText(NamedTuple):
+    """``chosen``: the line of the first text a value chooses, or None;
+    ``shaped``: some text is repeated once per item of a value."""
+
+    chosen: int | None
+    shaped: bool
+
+
+def value_text(tree: nodes.Template, values: Collection[str]) -> ValueText:
+    """How the values of ``values`` (the names that hold them: the inputs a
+    template reads, ``loop`` too when an input is named so; ``session`` is
+    the runner's, not a value) choose or repeat the text of ``tree``."""
+    holding = set(values)
     loops: dict[int, nodes.For | None] = {}  # node -> the innermost loop it runs in
 
     def place(node: nodes.Node, loop: nodes.For | None) -> None:
@@ -59,87 +79,73 @@ def value_chosen_text(tree: nodes.Template, values: Collection[str]) -> int | No
 
     place(tree, None)
 
-    def kind(node: nodes.Node, parting: bool = False) -> int:
-        """NONE, WHOLE (reads a value as a whole) or PART (reads a part of one)."""
-        if isinstance(node, nodes.Name) and node.name == "loop" and node.ctx == "load":
-            return loop_kind(node, None)
-        if (
-            isinstance(node, nodes.Getattr)
-            and isinstance(node.node, nodes.Name)
-            and node.node.name == "loop"
-        ):
-            return loop_kind(node, node.attr)
-        if isinstance(node, nodes.Name):
-            held = kinds.get(node.name, NONE) if node.ctx == "load" else NONE
-            return PART if held and parting else held
-        if isinstance(node, nodes.Getitem):
-            field = isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str)
-            return max(kind(node.node, parting or not field), kind(node.arg, parting))
-        if isinstance(node, nodes.Filter) and node.name in PARTING_FILTERS:
-            inner = kind(node.node, True) if node.node is not None else NONE
-            rest = (kind(c, parting) for c in node.iter_child_nodes() if c is not node.node)
-            return max(inner, *rest, NONE)
-        parting = parting or isinstance(node, PARTING_ARITHMETIC)
-        return max((kind(child, parting) for child in node.iter_child_nodes()), default=NONE)
+    def reads(node: nodes.Node) -> bool:
+        """Does ``node`` read a value (a name holding one, or ``loop`` of a
+        loop over one)?"""
+        for name in [node, *node.find_all(nodes.Name)]:
+            if not isinstance(name, nodes.Name) or name.ctx != "load":
+                continue
+            if name.name in holding:
+                return True
+            if name.name == "loop":
+                loop = loops.get(id(name))
+                if loop is not None and reads(loop.iter):
+                    return True
+        return False
 
-    def loop_kind(node: nodes.Node, attr: str | None) -> int:
-        """``loop`` of the loop ``node`` runs in: its counters read what its
-        iterable is (a value's count, or a part's: ``loop.first and
-        loop.last`` over ``w[3:5]`` asks whether ``w`` has 4 characters);
-        its items (``previtem``, ``nextitem``) are parts of a value."""
-        loop = loops.get(id(node))
-        over = kind(loop.iter) if loop is not None else NONE
-        return over if attr in LOOP_POSITIONS else (PART if over else NONE)
+    def decides(node: nodes.Node) -> bool:
+        """Does ``node`` hold a test that reads a value?"""
+        tests = [node, *node.find_all(DECIDING)]
+        return any(reads(test) for test in tests if isinstance(test, DECIDING))
+
+    def walk(node: nodes.Node, decided: bool, found: dict[int, bool]) -> None:
+        found[id(node)] = decided
+        if isinstance(node, nodes.If):
+            tests = [node.test, *(branch.test for branch in node.elif_)]
+            decided = decided or any(reads(test) for test in tests)
+        for child in node.iter_child_nodes():
+            if isinstance(node, nodes.For) and child is not node.iter:
+                filtered = node.test is not None and reads(node.test)
+                empty = any(child is e for e in node.else_) and reads(node.iter)
+                walk(child, decided or filtered or empty or decides(node.iter), found)
+            else:
+                walk(child, decided, found)
 
     def chosen() -> dict[int, bool]:
-        """For every node: does a test on a part of a value decide whether it runs?"""
         found: dict[int, bool] = {}
-
-        def walk(node: nodes.Node, decided: bool) -> None:
-            found[id(node)] = decided
-            if isinstance(node, nodes.If):
-                tests = [node.test, *(branch.test for branch in node.elif_)]
-                decided = decided or any(kind(test) == PART for test in tests)
-            for child in node.iter_child_nodes():
-                if isinstance(node, nodes.For) and child is not node.iter:
-                    # Its filter decides everything in it; how often a part's
-                    # items run it decides its else (an empty w[4:5] says how
-                    # long w is), not its body, which only repeats.
-                    filtered = node.test is not None and kind(node.test) == PART
-                    empty = kind(node.iter) == PART and any(child is e for e in node.else_)
-                    walk(child, decided or filtered or empty)
-                else:
-                    walk(child, decided)
-
-        walk(tree, False)
+        walk(tree, False, found)
         return found
 
     changed = True
-    while changed:  # until every set and loop variable holds what it may
+    while changed:  # until every set and loop variable made from a value holds one
         changed = False
         decided = chosen()
         for node in tree.find_all((nodes.Assign, nodes.For)):
-            target: nodes.Node
-            if isinstance(node, nodes.Assign):
-                held, target = kind(node.node), node.target
-            elif isinstance(node, nodes.For):  # the items of a value are its parts
-                held, target = (PART if kind(node.iter) else NONE), node.target
-            else:
+            source = node.node if isinstance(node, nodes.Assign) else node.iter  # type: ignore[attr-defined]
+            if not (decided[id(node)] or reads(source)):
                 continue
-            held = PART if decided[id(node)] else held
-            targets = [target, *target.find_all(nodes.Name)]
-            for name in [t.name for t in targets if isinstance(t, nodes.Name)]:
-                if held > kinds.get(name, NONE):
-                    kinds[name] = held
+            target: nodes.Node = node.target  # type: ignore[attr-defined]
+            for name in [target, *target.find_all(nodes.Name)]:
+                if isinstance(name, nodes.Name) and name.name not in holding:
+                    holding.add(name.name)
                     changed = True
     decided = chosen()
-    return next(
-        (
-            child.lineno
-            for output in tree.find_all(nodes.Output)
-            if decided[id(output)]
-            for child in output.nodes
-            if isinstance(child, nodes.TemplateData) and child.data
-        ),
-        None,
-    )
+    texts = [
+        (output, child)
+        for output in tree.find_all(nodes.Output)
+        for child in output.nodes
+        if isinstance(child, nodes.TemplateData) and child.data
+    ]
+    line = next((child.lineno for output, child in texts if decided[id(output)]), None)
+
+    def repeated(node: nodes.Node) -> bool:
+        """Does ``node`` run once per item of a value (in any loop around it)?"""
+        loop = loops.get(id(node))
+        while loop is not None:
+            if reads(loop.iter):
+                return True
+            loop = loops.get(id(loop))
+        return False
+
+    shaped = any(repeated(output) for output, _child in texts)
+    return ValueText(line, shaped)

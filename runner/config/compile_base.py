@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.hooks import SandboxHook
 from ..engine.inputs import SessionInput
-from .chosen_text import value_chosen_text
+from .chosen_text import CHOSEN_TEXT, REPEATED_PATH, value_text
 from .errors import ConfigProblem, JsonPath
 from .host_paths import RUNNER_NAMES, check_relative, check_value_destination
 from .steps import (
@@ -131,9 +131,10 @@ class CompilerBase:
         ``no_leading_option`` or a secret input is guarded (``guard_outputs``):
         its word may not start like an option (``options=False``: ``write``
         content, which no program takes as an argument), and a secret's word is
-        scrubbed from output as the secret is.  In a ``run`` command (``shell``)
-        or a host path (``text_is_code``) the template's own text may not be
-        chosen by a part of a value (``chosen_text``)."""
+        scrubbed from output as the secret is.  In a host path
+        (``text_is_code``) the template's own text may be neither chosen nor
+        repeated by a value (``chosen_text``; ``compile_template`` says so of
+        a ``run`` command)."""
         names = {d.alias: d.fields for d in self.inputs.values() if d.alias}
         if self.tool_arguments is not None:  # a tool's fields: {{ args.NAME }}
             names[ARGUMENTS_NAME] = self.tool_arguments[0]
@@ -179,18 +180,12 @@ class CompilerBase:
                     "runner masks, and loop over what is not secret",
                 )
                 return None
-        if template is not None and not template.is_static and (shell or text_is_code):
-            line = value_chosen_text(template.tree, template.names - RUNNER_NAMES)
-            if line is not None:
-                self.problem_in_text(
-                    path,
-                    _offset_of_line(source, line),
-                    "the template's own text in an {% if %} or a {% for %} that a part of a "
-                    "value decides (a loop's item, a character, x[0], |first, % or //) could "
-                    "spell the value out as code, one branch per character; decide in the "
-                    'shell with the value quoted (if [ "{{ c }}" = a ]; then ...), or print '
-                    "the choice with {{ 'a' if ... else 'b' }}, which is quoted",
-                )
+        if template is not None and not template.is_static and text_is_code:
+            found = value_text(template.tree, template.names - RUNNER_NAMES)
+            if found.chosen is not None or found.shaped:
+                line = found.chosen or 1
+                message = CHOSEN_TEXT if found.chosen is not None else REPEATED_PATH
+                self.problem_in_text(path, _offset_of_line(source, line), message)
                 return None
         return template
 

@@ -182,6 +182,13 @@ def _jinja_problems(source: str, tree: nodes.Template) -> list[TemplateProblem]:
     return problems
 
 
+#: What a script a value shaped (``chosen_text``) is checked with before its
+#: first line: a value given to ``:``, so that the checker treats the script
+#: as one that holds a value (no shell, interpreter or computed command name
+#: runs in it) even where it prints none.  On the first line, so that the
+#: lines the checker reports stay the script's; never run.
+SHAPED_MARK = ": {}; "
+
 #: More branch combinations than this and a run template is refused.
 MAX_SKELETONS = 256
 
@@ -255,8 +262,11 @@ def _shell_problems(
     shell_name: str | None = None,
     consumers: frozenset[str] | None = None,
     exported: frozenset[str] = frozenset(),
+    *,
+    shaped: bool = False,
 ) -> list[TemplateProblem]:
-    """The early check of ``runner validate``: every if/for combination, parsed."""
+    """The early check of ``runner validate``: every if/for combination, parsed
+    (``shaped``: each marked as holding a value, as ``Template.render`` does)."""
     from functools import partial
 
     from .shell.checker import check_script as check
@@ -286,6 +296,10 @@ def _shell_problems(
         ]
     sentinels = [sentinel(i) for i in range(len(outputs))]
     offsets = _placeholder_offsets(source)
+    if shaped:
+        mark = SHAPED_MARK.format(sentinel(len(outputs)))
+        skeletons = [mark + skeleton for skeleton in skeletons]
+        sentinels.append(sentinel(len(outputs)))
     results = [check_script(skeleton, sentinels, tainted) for skeleton in skeletons]
     parsed = [r for r in results if not any(f.rule == "syntax" for f in r)]
     if not parsed and results:
@@ -300,7 +314,7 @@ def _shell_problems(
             if key in reported:
                 continue
             reported.add(key)
-            if finding.index is None:
+            if finding.index is None or finding.index >= len(outputs):  # None, or the mark
                 offset = _offset_of_line(source, finding.line)
             elif len(offsets) == len(outputs):
                 offset = offsets[finding.index]

@@ -29,6 +29,8 @@ from typing import Any
 
 from jinja2 import TemplateSyntaxError, meta, nodes
 
+from .chosen_text import CHOSEN_TEXT, value_text
+from .host_paths import RUNNER_NAMES
 from .jinja_sandbox import _SHELL as _SHELL
 from .jinja_sandbox import _TEXT as _TEXT
 from .jinja_sandbox import FORBIDDEN_ATTRIBUTES as FORBIDDEN_ATTRIBUTES
@@ -42,6 +44,7 @@ from .jinja_sandbox import guard_outputs as guard_outputs
 from .template_checks import ALLOWED_FILTERS as ALLOWED_FILTERS
 from .template_checks import ALLOWED_TESTS as ALLOWED_TESTS
 from .template_checks import MAX_SKELETONS as MAX_SKELETONS
+from .template_checks import SHAPED_MARK as SHAPED_MARK
 from .template_checks import _jinja_problems as _jinja_problems
 from .template_checks import _name_offset as _name_offset
 from .template_checks import _offset_of_line as _offset_of_line
@@ -81,6 +84,7 @@ class Template:
         "names",
         "reads_secret",
         "secret_chosen_text",
+        "shaped",
         "shell",
         "source",
         "tainted",
@@ -97,6 +101,7 @@ class Template:
         tainted: frozenset[str] = frozenset(),
         consumers: frozenset[str] | None = None,
         exported: frozenset[str] = frozenset(),
+        shaped: bool = False,
     ) -> None:
         self.source = source
         self.shell = shell
@@ -106,6 +111,9 @@ class Template:
         self.consumers = consumers
         #: the step's env: names: exported before the script runs
         self.exported = exported
+        #: its text is repeated once per item of a value (``chosen_text``): its
+        #: script is checked as one that holds a value, even with none printed
+        self.shaped = shaped
         #: a {{ }} of it reads a ``secret: true`` input (``guard_outputs`` sets it):
         #: a ``write:`` whose content does fills a file no value may name for a read
         self.reads_secret = False
@@ -157,7 +165,9 @@ class Template:
             text = self._render(context)
         finally:
             _RENDERING.reset(token)
-        if not values.all_present(text):
+        # A value shaped the text: checked as holding one (SHAPED_MARK says how).
+        checked = SHAPED_MARK.format(values.add("")) + text if self.shaped else text
+        if not values.all_present(checked):
             # A value was printed, then rewritten (an escaping or filtering tag):
             # the command would not hold the value the check saw.
             raise UnsafeTemplateError(
@@ -165,8 +175,8 @@ class Template:
                 "(a Jinja tag that filters or escapes output); use plain {{ }}"
             )
         if copies is not None:  # ln -s /proc/self me too, with no secret file yet
-            secret_files = _note_secret_copies(text, values, secret_files, copies)
-        self._check_words(text, values, shell, secret_files, env)
+            secret_files = _note_secret_copies(checked, values, secret_files, copies)
+        self._check_words(checked, values, shell, secret_files, env)
         return values.substitute(text)
 
     def _render(self, context: Mapping[str, Any]) -> str:
@@ -619,8 +629,15 @@ def compile_template(
                         f"(its schema declares: {', '.join(sorted(fields)) or 'none'})",
                     )
                 )
+    shaped = False
     if shell:
-        problems.extend(_shell_problems(source, tree, tainted, shell_name, strict, exported))
+        found = value_text(tree, names - RUNNER_NAMES)
+        if found.chosen is not None:
+            problems.append(TemplateProblem(_offset_of_line(source, found.chosen), CHOSEN_TEXT))
+        shaped = found.shaped
+        problems.extend(
+            _shell_problems(source, tree, tainted, shell_name, strict, exported, shaped=shaped)
+        )
     if problems:
         return None, sorted(problems, key=lambda p: p.offset)
-    return Template(source, shell, names, tree, tainted, strict, exported), []
+    return Template(source, shell, names, tree, tainted, strict, exported, shaped), []

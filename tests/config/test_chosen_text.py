@@ -1,10 +1,13 @@
-"""A decoder written in Jinja: the template's own text chosen by a value's parts.
+"""A decoder written in Jinja: the template's own text chosen or repeated by a value.
 
 ``{% for c in x.v %}{% if c == '$' %}${% elif ... %}`` prints no value, yet
-the script it renders is the value (review 31's C1): every check read that
-text as the author's.  ``runner.config.chosen_text`` refuses template text
-under a test on a part of a value; these tests attack it through the
-installed CLI, and each refused template validated before the rule.
+the script it renders is the value (review 31's C1); tests on "parts" of a
+value could not be told from tests on the whole (review 32: ``loop.index``
+with ``in``, ``(x.n * p)|int is odd``, an input named ``loop``), and a loop
+body repeated once per character counted out letters for ``bash -c`` (F5).
+``runner.config.chosen_text`` refuses text any value decides, and a script
+whose text a value repeats is checked as one holding a value.  Each refused
+template here validated before the rule.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 from agent_files import one_step_agent
 from conftest import RUNNER_CLI
 
-REFUSAL = "that a part of a value decides"
+REFUSAL = "that a value decides"
 
 
 def _decoder(payload: str) -> str:
@@ -139,6 +142,42 @@ DECODERS = [
         "{% endfor %}{% endfor %}{% endfor %}",
         id="else-of-a-loop-over-a-slice",
     ),
+    # review 32: tests on the whole value that name a position read a part
+    pytest.param(
+        "echo {% for _ in x.v %}{% if ('|' ~ loop.index ~ '=$|') in x.v %}${% endif %}{% endfor %}",
+        id="substring-with-the-loop-index",
+    ),
+    pytest.param(
+        "echo {% for _ in x.checks %}{% if (loop.index ~ '=$') in x.checks %}${% endif %}"
+        "{% endfor %}",
+        id="list-membership-with-the-loop-index",
+    ),
+    pytest.param(
+        "echo {% for p in [1.0, 0.125] %}{% if (x.n * p)|int is odd %}${% endif %}{% endfor %}",
+        id="bits-by-multiplication",
+    ),
+    pytest.param(
+        "echo {% for p in [1, 2] %}{% if (x.n - p) is even %}${% endif %}{% endfor %}",
+        id="parity-by-subtraction",
+    ),
+    pytest.param(
+        "echo {% for c in x.v %}{% for _ in ([1] if c == '$' else []) %}${% endfor %}{% endfor %}",
+        id="a-loop-over-a-choice-is-an-if",
+    ),
+    pytest.param("echo {% if x.v|trim('$') != x.v %}${% endif %}", id="trim-compared"),
+    pytest.param("echo {% if x.v < 'b' %}a{% endif %}", id="ordering"),
+    # a test on the whole value chooses text too: the value picks the script
+    pytest.param("{% if x.mode == 'release' %}make release{% endif %}", id="whole-value"),
+    pytest.param("make{% if x.debug %} V=1{% endif %}", id="truthiness"),
+    pytest.param("echo{% if 'lint' in x.checks %} lint{% endif %}", id="membership"),
+    pytest.param(
+        "{% for f in x.files %}cat {{ f }}{% if not loop.last %} && {% endif %}{% endfor %}",
+        id="counters-of-a-loop-over-a-value",
+    ),
+    pytest.param(
+        "{% for f in x.files %}cat {{ f }}; {% else %}echo none{% endfor %}",
+        id="else-of-a-loop-over-a-value",
+    ),
 ]
 
 
@@ -163,19 +202,16 @@ def test_every_decoder_shape_is_refused_by_validate(tmp_path: Path, run: str) ->
     "run",
     [
         pytest.param(
-            "{% if x.mode == 'release' %}make release{% else %}make{% endif %}",
-            id="whole-value-compared",
+            "if [ {{ x.mode }} = release ]; then echo release; else echo debug; fi",
+            id="the-decision-in-the-shell",
         ),
-        pytest.param("make{% if x.debug %} V=1{% endif %}", id="whole-value-truthiness"),
-        pytest.param("make{% if x.jobs > 4 %} -j4{% endif %}", id="whole-value-threshold"),
-        pytest.param("echo{% if 'lint' in x.checks %} lint{% endif %}", id="membership"),
         pytest.param(
-            "{% for f in x.files %}cat {{ f }}{% if not loop.last %} && {% endif %}{% endfor %}",
-            id="counters-of-a-loop-over-a-value",
+            "{% for f in x.files %}cat -- {{ f }} && {% endfor %}true",
+            id="a-loop-over-a-value-repeats-its-text",
         ),
         pytest.param(
             "{% for r in x.repos %}{% for f in r.files %}echo {{ f }}; {% endfor %}{% endfor %}",
-            id="nested-loop-that-only-repeats",
+            id="nested-loops-repeat-their-text",
         ),
         pytest.param(
             "{% for c in x.v %}echo {{ '$' if c == 'a' else c }}; {% endfor %}",
@@ -183,15 +219,61 @@ def test_every_decoder_shape_is_refused_by_validate(tmp_path: Path, run: str) ->
         ),
         pytest.param(
             "{% for i in [1, 2] %}{% if i % 2 == 0 %}echo {{ x.v }}{% endif %}{% endfor %}",
-            id="arithmetic-on-a-constant",
+            id="a-test-on-a-constant",
         ),
-        pytest.param("echo {{ x.v[0] }}{% if x.v %} set{% endif %}", id="a-part-printed"),
+        pytest.param("echo {% if x.v %}{{ x.v[0] }}{% endif %}", id="no-text-in-the-branch"),
     ],
 )
-def test_tests_on_whole_values_still_choose_text(tmp_path: Path, run: str) -> None:
-    """What an author writes to pick a mode or join a list stays accepted:
-    the value picks one of the texts written out in full, or repeats one."""
+def test_what_no_value_decides_still_validates(tmp_path: Path, run: str) -> None:
+    """Deciding in the shell, repeating a loop's text per item, and printing
+    a choice with ``{{ }}`` stay accepted."""
     assert _problems(tmp_path, run) == []
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param(
+            "alpha=abcdefghijklmnopqrstuvwxyz; cmd=\n{% for c in x.v %}"
+            'cmd="$cmd${alpha:$((0{% for _ in c %}+1{% endfor %})):1}"\n'
+            '{% endfor %}bash -c "$cmd"',
+            id="counted-letters-into-bash",
+        ),
+        pytest.param("cmd={% for _ in x.v %}x{% endfor %}\n$cmd", id="counted-command-name"),
+    ],
+)
+def test_a_script_a_value_repeats_is_checked_as_holding_a_value(tmp_path: Path, run: str) -> None:
+    """Review 32's F5: no ``{{ }}`` and no ``{% if %}``, yet the count of a
+    loop over a part carried the value into ``bash -c``."""
+    problems = _problems(tmp_path, run)
+    assert problems and all("a script with values" in p for p in problems), problems
+
+
+def test_a_value_repeated_script_is_checked_at_run_time_too() -> None:
+    """The run-time check (the guarantee) marks the rendered script as
+    holding a value, built here without the static check."""
+    from runner.config.templates import _SHELL, Fields, Template, UnsafeTemplateError
+
+    source = 'cmd=\n{% for c in x.v %}cmd="${cmd}x"\n{% endfor %}bash -c "$cmd"'
+    context = {"x": Fields({"v": "ab"})}
+    unshaped = Template(source, True, frozenset({"x"}), _SHELL.parse(source))
+    assert unshaped.render(context).endswith('bash -c "$cmd"')  # no value printed: unchecked
+    shaped = Template(source, True, frozenset({"x"}), _SHELL.parse(source), shaped=True)
+    with pytest.raises(UnsafeTemplateError, match=r"\[interpreter\]"):
+        shaped.render(context)
+    plain = "{% for f in x.v %}echo {{ f }}; {% endfor %}"
+    rendered = Template(plain, True, frozenset({"x"}), _SHELL.parse(plain), shaped=True)
+    assert rendered.render(context) == "echo 'a'; echo 'b'; "  # the mark is never run
+
+
+def test_an_input_named_loop_is_a_value(tmp_path: Path) -> None:
+    """Review 32's F1: ``as: loop`` hid the input from the rule (``loop`` was
+    taken for Jinja's own), and review 31's decoder passed."""
+    run = "echo {% for c in loop.v %}{% if c == '$' %}${% endif %}{% endfor %}"
+    (problem,) = _problems(
+        tmp_path, run, top={"inputs": {"acme.x": {"as": "loop", "schema": {"type": "object"}}}}
+    )
+    assert REFUSAL in problem
 
 
 def test_a_host_path_may_not_be_decoded_from_a_value(tmp_path: Path) -> None:
@@ -199,3 +281,6 @@ def test_a_host_path_may_not_be_decoded_from_a_value(tmp_path: Path) -> None:
     to = "out/{% for c in x.v %}{% if c == '.' %}.{% elif c == '/' %}/{% endif %}{% endfor %}x"
     (problem,) = _problems(tmp_path, "true", before=[{"save": "a", "to": to}])
     assert REFUSAL in problem and problem.startswith("agent.environment.hooks[0].on_create[0].to")
+    repeated = "out/{% for _ in x.v %}../{% endfor %}x"
+    (problem,) = _problems(tmp_path, "true", before=[{"save": "a", "to": repeated}])
+    assert "may not repeat its own text" in problem

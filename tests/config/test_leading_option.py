@@ -195,7 +195,7 @@ def test_what_is_not_a_flagged_word_still_runs(tmp_path) -> None:
     a plain word, and file content (data, not an argument) are left alone."""
     out = tmp_path / "out.txt"
     steps = f"""\
-        - run: "printf '%s|' {{{{ x.v | trim }}}} {{% if x.n %}}-n{{% endif %}} {{{{ p.v }}}} > {out}"
+        - run: "printf '%s|' {{{{ x.v | trim }}}} -n {{{{ p.v }}}} > {out}"
         - write: notes.txt
           content: "{{{{ x.names | join(' ') | trim }}}}"
         - run: "cat notes.txt >> {out}"
