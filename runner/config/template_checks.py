@@ -263,7 +263,7 @@ def _shell_problems(
     consumers: frozenset[str] | None = None,
     exported: frozenset[str] = frozenset(),
     *,
-    shaped: bool = False,
+    shaped: bool,
 ) -> list[TemplateProblem]:
     """The early check of ``runner validate``: every if/for combination, parsed
     (``shaped``: each marked as holding a value, as ``Template.render`` does)."""

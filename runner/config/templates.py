@@ -569,7 +569,9 @@ def compile_template(
     if not any(marker in source for marker in ("{{", "{%", "{#")):
         # Plain text: nothing to compile (most step fields are like this).
         problems = (
-            _shell_problems(source, None, tainted, shell_name, strict, exported) if tainted else []
+            _shell_problems(source, None, tainted, shell_name, strict, exported, shaped=False)
+            if tainted
+            else []
         )
         if problems:
             return None, problems

@@ -240,6 +240,11 @@ def test_what_no_value_decides_still_validates(tmp_path: Path, run: str) -> None
             id="counted-letters-into-bash",
         ),
         pytest.param("cmd={% for _ in x.v %}x{% endfor %}\n$cmd", id="counted-command-name"),
+        pytest.param(
+            'cmd=\n{% for c in x.v %}{% for i in [1] %}cmd="${cmd}x"\n{% endfor %}{% endfor %}'
+            'bash -c "$cmd"',
+            id="repeated-through-a-constant-loop-inside",
+        ),
     ],
 )
 def test_a_script_a_value_repeats_is_checked_as_holding_a_value(tmp_path: Path, run: str) -> None:
@@ -252,7 +257,13 @@ def test_a_script_a_value_repeats_is_checked_as_holding_a_value(tmp_path: Path, 
 def test_a_value_repeated_script_is_checked_at_run_time_too() -> None:
     """The run-time check (the guarantee) marks the rendered script as
     holding a value, built here without the static check."""
-    from runner.config.templates import _SHELL, Fields, Template, UnsafeTemplateError
+    from runner.config.templates import (
+        _SHELL,
+        Fields,
+        Template,
+        UnsafeTemplateError,
+        compile_template,
+    )
 
     source = 'cmd=\n{% for c in x.v %}cmd="${cmd}x"\n{% endfor %}bash -c "$cmd"'
     context = {"x": Fields({"v": "ab"})}
@@ -262,8 +273,9 @@ def test_a_value_repeated_script_is_checked_at_run_time_too() -> None:
     with pytest.raises(UnsafeTemplateError, match=r"\[interpreter\]"):
         shaped.render(context)
     plain = "{% for f in x.v %}echo {{ f }}; {% endfor %}"
-    rendered = Template(plain, True, frozenset({"x"}), _SHELL.parse(plain), shaped=True)
-    assert rendered.render(context) == "echo 'a'; echo 'b'; "  # the mark is never run
+    compiled, problems = compile_template(plain, shell=True, fields_by_name={"x": None})
+    assert problems == [] and compiled is not None and compiled.shaped  # marked when compiled
+    assert compiled.render(context) == "echo 'a'; echo 'b'; "  # the mark is never run
 
 
 def test_an_input_named_loop_is_a_value(tmp_path: Path) -> None:

@@ -773,6 +773,7 @@ def test_bashs_length_expansion_gets_a_hint_and_works_inside_raw() -> None:
     """Review 23's U1: ``${#x}`` opens a Jinja comment; the error says what to write."""
     _, problems = compile_template("echo ${#X} {{ x.v }}", shell=True, fields_by_name={"x": None})
     assert len(problems) == 1 and "{% raw %}" in problems[0].message, problems
+    assert problems[0].message.startswith("template syntax: Missing end of comment tag; ")
     template, problems = compile_template(
         '{% raw %}n=${#X}{% endraw %}; echo "$n" {{ x.v }}', shell=True, fields_by_name={"x": None}
     )
