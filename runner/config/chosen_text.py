@@ -52,9 +52,6 @@ REPEATED_PATH = (
     "print the value with {{ }} instead"
 )
 
-#: Expressions that decide (their value is one of two, chosen by a test).
-DECIDING = (nodes.CondExpr, nodes.Compare, nodes.Test, nodes.And, nodes.Or, nodes.Not)
-
 
 class ValueText(NamedTuple):
     """``chosen``: the line of the first text a value chooses, or None;
@@ -74,7 +71,10 @@ def value_text(tree: nodes.Template, values: Collection[str]) -> ValueText:
     def place(node: nodes.Node, loop: nodes.For | None) -> None:
         loops[id(node)] = loop
         for child in node.iter_child_nodes():
+            # A loop's iterable and its if filter see the enclosing loop's
+            # ``loop`` (Jinja 3.1: review 33's J2 read ``loop.nextitem`` there).
             inside = isinstance(node, nodes.For) and child is not node.iter
+            inside = inside and child is not node.test  # type: ignore[attr-defined]
             place(child, node if inside else loop)  # type: ignore[arg-type]
 
     place(tree, None)
@@ -93,10 +93,29 @@ def value_text(tree: nodes.Template, values: Collection[str]) -> ValueText:
                     return True
         return False
 
+    def plain(node: nodes.Node) -> bool:
+        """Is ``node`` a value itself, or a field of one, sorted or made a
+        list, with no value in its keys, bounds or filter arguments (or a
+        list written out, whose length is the author's)?"""
+        if isinstance(node, nodes.Name):
+            return reads(node)
+        if isinstance(node, nodes.List | nodes.Tuple):
+            return True  # as many items as written, whatever they hold
+        if isinstance(node, nodes.Getattr):
+            return plain(node.node)
+        if isinstance(node, nodes.Getitem):
+            return plain(node.node) and not reads(node.arg)
+        if isinstance(node, nodes.Filter) and node.node is not None:
+            rest = [c for c in node.iter_child_nodes() if c is not node.node]
+            return plain(node.node) and not any(reads(c) for c in rest)
+        return False
+
     def decides(node: nodes.Node) -> bool:
-        """Does ``node`` hold a test that reads a value?"""
-        tests = [node, *node.find_all(DECIDING)]
-        return any(reads(test) for test in tests if isinstance(test, DECIDING))
+        """Does a loop over ``node`` decide on a value, rather than repeat
+        once per item of one?  A value anywhere but at its root (``[1][c|
+        length:]``, ``x.v|replace(c, '')``: review 33's J1) or in a test
+        (``[1] if c == '$' else []``) decides how often, which is an if."""
+        return reads(node) and not plain(node)
 
     def walk(node: nodes.Node, decided: bool, found: dict[int, bool]) -> None:
         found[id(node)] = decided

@@ -300,7 +300,7 @@ def _shell_problems(
         mark = SHAPED_MARK.format(sentinel(len(outputs)))
         skeletons = [mark + skeleton for skeleton in skeletons]
         sentinels.append(sentinel(len(outputs)))
-    results = [check_script(skeleton, sentinels, tainted) for skeleton in skeletons]
+    results = [check_script(skeleton, sentinels, tainted, shaped=shaped) for skeleton in skeletons]
     parsed = [r for r in results if not any(f.rule == "syntax" for f in r)]
     if not parsed and results:
         # No combination parses: report the syntax error (one combination

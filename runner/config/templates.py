@@ -225,6 +225,7 @@ class Template:
             read_sources,
             options,
             option_sources,
+            self.shaped,
         )
         words = _WithEnv(values, {n: v for n, v in (env or {}).items() if n in self.tainted})
         _refuse_system_destinations(words, destinations)
@@ -516,6 +517,7 @@ def _refuse_unsafe(
     read_sources: set[str] | None = None,
     options: set[str] | None = None,
     option_sources: set[str] | None = None,
+    shaped: bool = False,
 ) -> None:
     from .shell.checker import check_script
 
@@ -523,6 +525,7 @@ def _refuse_unsafe(
         text,
         sentinels,
         tainted,
+        shaped=shaped,
         shell=shell,
         consumers=consumers,
         exported=exported,

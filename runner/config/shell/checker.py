@@ -144,6 +144,7 @@ def check_script(
     read_sources: set[str] | None = None,
     options: set[str] | None = None,
     option_sources: set[str] | None = None,
+    shaped: bool = False,
 ) -> list[Finding]:
     """Every way a value of ``script`` could run as code; empty when none can.
 
@@ -161,6 +162,8 @@ def check_script(
     ``read_sources`` the texts ``read`` cuts such a word from (``held_text``),
     ``options`` the words a value starts before a program's ``--``, and
     ``option_sources`` the texts ``read`` cut such a word from.
+    ``shaped``: a Jinja loop over a value repeated the script's text, so any
+    variable it assigns may hold what the value decided (``chosen_text``).
     """
     if not sentinels and not tainted:
         return []
@@ -173,6 +176,7 @@ def check_script(
         script.encode("utf-8"), [s.encode("utf-8") for s in sentinels], tainted, dialect, consumers
     )
     check.env_names = frozenset(exported)
+    check.shaped = shaped
     # A static env: value bash acts on before the script's first line
     # (SHELLOPTS=xtrace, PS4 with ${BASH_COMMAND@P}: the fourteenth review)
     # is a rebinding the script's text does not show.

@@ -115,6 +115,12 @@ class CheckState:
         self.tainted: dict[str, int | None] = dict.fromkeys(tainted)
         self.tainted.update(dict.fromkeys(ALWAYS_TAINTED))
         self.numeric: set[str] = set()
+        #: a Jinja loop over a value repeated the script's text (``chosen_text``):
+        #: every variable it assigns may hold what the value decided
+        self.shaped = False
+        #: tainted names only a test on a value decided (``controlled``): one
+        #: assigned only numbers may still be named in arithmetic
+        self.implicit: set[str] = set()
         #: every name the script assigns (bash's integers among them are not trusted)
         self.defined: set[str] = set()
         #: commands that read a value on their stdin (their output carries it)

@@ -109,17 +109,27 @@ class TaintCheck(CheckState):
                         defs.append((self.text(target), node, "arith"))
         self.value_starts = sorted(self.value_nodes)
         self.mark_mentions()
-        changed = True
-        while changed:  # until no definition taints a new name
-            changed = False
-            for name, node, kind in defs:
-                if name in self.tainted:
-                    continue
-                if kind in ("read", "select") or self.def_carries(node, kind):
-                    self.tainted[name] = self.origin(node)
-                    changed = True
-            if changed:
-                self.mark_mentions()
+        # First what a value flows into, then (implicit flows) what a test on
+        # one decides: a variable assigned only literals in the branches of a
+        # `case` on a value's characters holds the value all the same
+        # (review 33's F1 made it jq's filter and a write's destination).
+        # Arithmetic may still name one that only numbers are assigned to.
+        for implicit in (False, True):
+            changed = True
+            while changed:  # until no definition taints a new name
+                changed = False
+                for name, node, kind in defs:
+                    if name in self.tainted:
+                        continue
+                    carried = kind in ("read", "select") or self.def_carries(node, kind)
+                    if carried or (implicit and self.controlled(node)):
+                        self.tainted[name] = self.origin(node)
+                        if not carried:
+                            self.implicit.add(name)
+                        changed = True
+                if changed:
+                    self.mark_mentions()
+        flowing = set(self.tainted) - self.implicit
         self.guard_names(defs)
         self.defined = {name for name, _, _ in defs}
         self.definitions = {}
@@ -139,8 +149,55 @@ class TaintCheck(CheckState):
                 node, kind
             )
         self.numeric = {
-            name for name, ok in numeric_candidates.items() if ok and name not in self.tainted
+            name for name, ok in numeric_candidates.items() if ok and name not in flowing
         }
+
+    #: Loops: a ``break`` or ``continue`` in one decides what runs after it.
+    _LOOPS = frozenset(
+        {"while_statement", "until_statement", "for_statement", "c_style_for_statement"}
+        | {"select_statement"}
+    )
+
+    def controlled(self, node: Any) -> bool:
+        """Does a test that carries a value decide whether ``node`` runs (an
+        ``if``/``elif``/``while``/``until`` condition, a ``case`` subject, a
+        ``for`` list or a C-style loop's header, the left of ``&&``/``||``, or
+        a ``break``/``continue`` in a loop that carries one)?  In a script a
+        value shaped (a Jinja loop over one repeated its text), everything
+        may have been."""
+        if self.shaped:
+            return True
+        tree = self.tree
+        child, parent = node, tree.parent(node)
+        while parent is not None:
+            kind = parent.type
+            tests: list[Any] = []
+            if kind == "if_statement":
+                tests = [c for c in parent.children if tree.field(c) == "condition"]
+                for clause in parent.children:
+                    if clause.type == "elif_clause":
+                        words = [c.type for c in clause.children]
+                        end = words.index("then") if "then" in words else len(words)
+                        tests.extend(clause.children[1:end])
+            elif kind in self._LOOPS or kind == "case_statement":
+                heads = ("condition", "value", "initializer", "update")
+                tests = [c for c in parent.children if tree.field(c) in heads]
+                if kind != "case_statement" and self.carries(parent):
+                    body = [c for c in parent.children if tree.field(c) == "body"]
+                    jumps = ("break", "continue")
+                    if any(
+                        n.type == "command" and self.fixed(n.child_by_field_name("name")) in jumps
+                        for b in body
+                        for n in tree.subtree(b)
+                        if n.child_by_field_name("name") is not None
+                    ):
+                        return True
+            elif kind == "list" and child is not parent.children[0]:
+                tests = [parent.children[0]]
+            if any(self.carries(test) for test in tests):
+                return True
+            child, parent = parent, tree.parent(parent)
+        return False
 
     #: Names ``read``, ``mapfile`` and ``getopts`` assign by design.
     _READ_DEFAULTS = frozenset({"REPLY", "MAPFILE", "OPTARG", "OPTIND"})

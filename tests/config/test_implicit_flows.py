@@ -1,0 +1,162 @@
+"""Implicit flows: a test on a value decides what a variable is assigned.
+
+A ``case`` on a value's characters whose branches assign only literals
+copies the value into a variable all the same (review 33's F1): that
+variable was jq's filter (a step's secret printed), a write's destination
+on ``PATH``, a file name under ``/proc``.  ``TaintCheck.controlled`` taints
+a variable assigned where a test on a value decides (``if``/``elif``,
+``while``/``until``, ``case``, a ``for`` list, the left of ``&&``/``||``, a
+``break`` in a loop that carries one), and every one in a script a Jinja
+loop over a value shaped.  Arithmetic may still name one assigned only
+numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from agent_files import one_step_agent
+from conftest import RUNNER_CLI
+
+#: A decoder: each character of the value, one literal branch each.
+ALPHABET = "abcdefghijklmnopqrstuvwxyz.,$() \"'-"
+
+
+def _branches(subject: str, target: str = "f") -> str:
+    arms = "".join(f'{json.dumps(ch)}) {target}="${target}"{json.dumps(ch)} ;; ' for ch in ALPHABET)
+    return f'case "{subject}" in {arms}esac'
+
+
+DECODER = "f=\nwhile read -r -N1 c; do " + _branches("$c") + "; done <<< {{ x.v }}\n"
+
+
+def _problems(tmp_path: Path, run: str) -> list[str]:
+    from runner.config import validate_file
+
+    return [p.message for p in validate_file(one_step_agent(tmp_path, run))]
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param(DECODER + 'jq -n "$f"', id="case-into-jq-filter"),
+        pytest.param(DECODER + 'jq -n -L "$f" .', id="case-into-jq-library-path"),
+        pytest.param(DECODER + 'jq -n "$f"', id="case-into-a-file-name"),
+        pytest.param(DECODER + 'printf x > "$f"', id="case-into-a-write-destination"),
+        pytest.param(
+            'f=\nif [ {{ x.v }} = a ]; then f=env; fi\njq -n "$f"',
+            id="if-condition",
+        ),
+        pytest.param(
+            'f=\nif [ x = y ]; then f=a; elif [ {{ x.v }} = a ]; then f=env; fi\njq -n "$f"',
+            id="elif-condition",
+        ),
+        pytest.param(
+            'f=\nif [ {{ x.v }} = a ]; then :; else f=env; fi\njq -n "$f"',
+            id="else-of-an-if-on-a-value",
+        ),
+        pytest.param('f=\n[ {{ x.v }} = a ] && f=env\njq -n "$f"', id="and-list"),
+        pytest.param('f=\n[ {{ x.v }} = a ] || f=env\njq -n "$f"', id="or-list"),
+        pytest.param(
+            'v={{ x.v }}; f=\nwhile [ "$v" = a ]; do f=env; v=; done\njq -n "$f"',
+            id="while-condition",
+        ),
+        pytest.param(
+            'v={{ x.v }}; f=\nuntil [ "$v" != a ]; do f=env; v=b; done\njq -n "$f"',
+            id="until-condition",
+        ),
+        pytest.param(
+            'read -r n <<< {{ x.v }}; f=\nfor w in $(seq 1 "$n"); do f="${f}x"; done\njq -n "$f"',
+            id="for-list",
+        ),
+        pytest.param(
+            'f=\nfor w in a b; do [ {{ x.v }} = "$w" ] && break; f="${f}x"; done\njq -n "$f"',
+            id="break-in-a-loop",
+        ),
+        pytest.param(
+            'f=\nwhile :; do case "$f" in x) break;; esac; [ {{ x.v }} = a ] && continue; '
+            'f="${f}x"; done\njq -n "$f"',
+            id="continue-in-a-loop",
+        ),
+        pytest.param(
+            'f=\ng=\n[ {{ x.v }} = a ] && g=1\nif [ "$g" = 1 ]; then f=env; fi\njq -n "$f"',
+            id="a-chain-of-implicit-flows",
+        ),
+        # review 33's F1b: no {{ }}, a Jinja loop over a value counts
+        pytest.param(
+            "f=\n{% for w in x.words %}n=0\n{% for _ in w %}n=$((n+1))\n{% endfor %}"
+            'case "$n" in 1) f="${f}."\n;; esac\n{% endfor %}jq -n "$f"',
+            id="a-count-in-a-shaped-script",
+        ),
+    ],
+)
+def test_a_variable_a_test_on_a_value_assigns_holds_the_value(tmp_path: Path, run: str) -> None:
+    problems = _problems(tmp_path, run)
+    assert problems and all("a script with values" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param(
+            "n=0\nif [ {{ x.v }} = a ]; then n=1; fi\necho $(( n + 1 ))",
+            id="a-number-decided-by-a-value-in-arithmetic",
+        ),
+        pytest.param(
+            "n=0\n{% for f in x.files %}cp -- {{ f }} out/ && n=$((n + 1))\n{% endfor %}"
+            'echo "copied $n"',
+            id="a-counter-in-a-shaped-script",
+        ),
+        pytest.param(
+            'mode=debug\nif [ {{ x.v }} = release ]; then mode=release; fi\necho "building $mode"',
+            id="a-mode-printed-as-data",
+        ),
+    ],
+)
+def test_what_a_decided_variable_may_still_do(tmp_path: Path, run: str) -> None:
+    assert _problems(tmp_path, run) == []
+
+
+def test_a_case_decoder_prints_no_secret_through_jq(tmp_path: Path) -> None:
+    """Review 33's F1a as a user meets it, through the installed CLI: a
+    ``case`` decoder made a value jq's filter and printed the step's secret
+    (``$ENV.TOKEN``, also as code points no scrubber knew)."""
+    document = {
+        "version": 1,
+        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
+        "secrets": {"tok": {"from_env": "IMPLICIT_FLOW_TOKEN"}},
+        "agent": {
+            "model": "m",
+            "environment": {
+                "sandbox": "local",
+                "hooks": [
+                    {
+                        "name": "h",
+                        "on_create": [
+                            {"run": DECODER + 'jq -n "$f" > canary', "secrets": {"TOKEN": "tok"}}
+                        ],
+                        "on_destroy": [{"save": "canary", "to": "saved", "missing_ok": True}],
+                    }
+                ],
+            },
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(json.dumps(document))
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps({"acme.x": {"v": "($env.token|explode), $env.token"}}))
+    run = subprocess.run(
+        [*RUNNER_CLI, "run", str(path), "--inputs", str(values), "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "IMPLICIT_FLOW_TOKEN": "hunter2-implicit"},
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "a script with values" in run.stderr
+    assert not (tmp_path / "saved").exists()
