@@ -13,12 +13,10 @@ template here validated before the rule.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from agent_files import one_step_agent
-from conftest import RUNNER_CLI
+from agent_files import one_step_agent, run_with_values
 
 REFUSAL = "that a value decides"
 
@@ -34,34 +32,8 @@ def test_a_decoder_in_the_template_runs_nothing_through_the_cli(tmp_path: Path) 
     decoder turns into ``$(id>d)``.  Without the rule it ran (exit 0, and
     ``d`` was saved); now the file is refused before anything runs."""
     payload = "$(id>d)"
-    document = {
-        "version": 1,
-        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
-        "agent": {
-            "model": "m",
-            "environment": {
-                "sandbox": "local",
-                "hooks": [
-                    {
-                        "name": "h",
-                        "on_create": [{"run": _decoder(payload)}],
-                        "on_destroy": [{"save": "d", "to": "saved"}],
-                    }
-                ],
-            },
-        },
-    }
-    path = tmp_path / "agent.yaml"
-    path.write_text(json.dumps(document))
-    values = tmp_path / "values.json"
-    values.write_text(json.dumps({"acme.x": {"v": payload}}))
-    run = subprocess.run(
-        [*RUNNER_CLI, "run", str(path), "--inputs", str(values), "--output-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    path = one_step_agent(tmp_path, _decoder(payload), after=[{"save": "d", "to": "saved"}])
+    run = run_with_values(tmp_path, path, {"acme.x": {"v": payload}})
     assert run.returncode == 2, run.stdout + run.stderr
     assert REFUSAL in run.stderr and "agent.yaml:1:" in run.stderr
     assert not (tmp_path / "saved").exists()

@@ -14,13 +14,10 @@ numbers.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from agent_files import one_step_agent
-from conftest import RUNNER_CLI
+from agent_files import one_step_agent, run_with_values
 
 #: A decoder: each character of the value, one literal branch each.
 ALPHABET = "abcdefghijklmnopqrstuvwxyz.,$() \"'-"
@@ -125,38 +122,15 @@ def test_a_case_decoder_prints_no_secret_through_jq(tmp_path: Path) -> None:
     """Review 33's F1a as a user meets it, through the installed CLI: a
     ``case`` decoder made a value jq's filter and printed the step's secret
     (``$ENV.TOKEN``, also as code points no scrubber knew)."""
-    document = {
-        "version": 1,
-        "inputs": {"acme.x": {"as": "x", "schema": {"type": "object"}}},
-        "secrets": {"tok": {"from_env": "IMPLICIT_FLOW_TOKEN"}},
-        "agent": {
-            "model": "m",
-            "environment": {
-                "sandbox": "local",
-                "hooks": [
-                    {
-                        "name": "h",
-                        "on_create": [
-                            {"run": DECODER + 'jq -n "$f" > canary', "secrets": {"TOKEN": "tok"}}
-                        ],
-                        "on_destroy": [{"save": "canary", "to": "saved", "missing_ok": True}],
-                    }
-                ],
-            },
-        },
-    }
-    path = tmp_path / "agent.yaml"
-    path.write_text(json.dumps(document))
-    values = tmp_path / "values.json"
-    values.write_text(json.dumps({"acme.x": {"v": "($env.token|explode), $env.token"}}))
-    run = subprocess.run(
-        [*RUNNER_CLI, "run", str(path), "--inputs", str(values), "--output-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, "IMPLICIT_FLOW_TOKEN": "hunter2-implicit"},
+    path = one_step_agent(
+        tmp_path,
+        DECODER + 'jq -n "$f" > canary',
+        secrets={"TOKEN": "tok"},
+        top={"secrets": {"tok": {"from_env": "IMPLICIT_FLOW_TOKEN"}}},
+        after=[{"save": "canary", "to": "saved", "missing_ok": True}],
     )
+    values = {"acme.x": {"v": "($env.token|explode), $env.token"}}
+    run = run_with_values(tmp_path, path, values, {"IMPLICIT_FLOW_TOKEN": "hunter2-implicit"})
     assert run.returncode == 2, run.stdout + run.stderr
     assert "a script with values" in run.stderr
     assert not (tmp_path / "saved").exists()
