@@ -53,6 +53,10 @@ REPEATED_PATH = (
 )
 
 
+#: Filters after which a loop over a value still runs once per item.
+COUNT_KEEPING_FILTERS = frozenset({"list", "sort", "default", "d"})
+
+
 class ValueText(NamedTuple):
     """``chosen``: the line of the first text a value chooses, or None;
     ``shaped``: some text is repeated once per item of a value."""
@@ -106,6 +110,8 @@ def value_text(tree: nodes.Template, values: Collection[str]) -> ValueText:
         if isinstance(node, nodes.Getitem):
             return plain(node.node) and not reads(node.arg)
         if isinstance(node, nodes.Filter) and node.node is not None:
+            if node.name not in COUNT_KEEPING_FILTERS:
+                return False  # |replace('$', 'XY'): how long says what it held (34's J1)
             rest = [c for c in node.iter_child_nodes() if c is not node.node]
             return plain(node.node) and not any(reads(c) for c in rest)
         return False

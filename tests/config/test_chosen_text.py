@@ -149,6 +149,11 @@ DECODERS = [
         id="a-loop-over-a-value-filtered-by-a-value",
     ),
     pytest.param(
+        "printf '%s\\n' {% for c in x.v %}{% for _ in (c|replace('$', 'XY'))[1:] %}$"
+        "{% endfor %}{% endfor %}",
+        id="a-loop-over-a-filter-that-changes-the-count",
+    ),
+    pytest.param(
         "{% for c in x.v %}{% for k in 'to' if k == loop.nextitem|default('') %}echo t\n"
         "{% endfor %}{% endfor %}",
         id="the-enclosing-loop-in-a-loop-filter",

@@ -83,6 +83,41 @@ def _problems(tmp_path: Path, run: str) -> list[str]:
             'f=\ng=\n[ {{ x.v }} = a ] && g=1\nif [ "$g" = 1 ]; then f=env; fi\njq -n "$f"',
             id="a-chain-of-implicit-flows",
         ),
+        # review 34: the status of a test, a number that picks text, a cd
+        pytest.param(
+            "al=abcdefghij; out=\nwhile read -r -N1 c; do i=0; while (( i < 10 )); do "
+            '[ "$c" != "${al:i:1}" ]; out+="${al:i:$?}"; (( i++ )); done; done <<< {{ x.v }}\n'
+            'jq -n "$out"',
+            id="the-status-of-a-test-cuts-text",
+        ),
+        pytest.param(
+            'out=\n[ {{ x.v }} = a ] | true; case "${PIPESTATUS[0]}" in 0) out=env;; esac\n'
+            'jq -n "$out"',
+            id="pipestatus",
+        ),
+        pytest.param(
+            "al=abcdefghij; k=0\nwhile read -r -N1 c; do i=0; while (( i < 10 )); do "
+            'if [ "$c" = "${al:i:1}" ]; then (( idx[k] = i )); fi; (( i++ )); done; '
+            "(( k++ )); done <<< {{ x.v }}\nj=0; out=\nwhile (( j < k )); do (( m = idx[j] )); "
+            'out+="${al:m:1}"; (( j++ )); done\njq -n "$out"',
+            id="a-number-a-test-decided-picks-a-letter",
+        ),
+        pytest.param(
+            'a=(e n v); m=0\n[ {{ x.v }} = b ] && m=1\nout=${a[m]}\njq -n "$out"',
+            id="a-number-a-test-decided-picks-an-element",
+        ),
+        pytest.param(
+            'mkdir -p d; base=$PWD; out=\n[ {{ x.v }} = a ] && cd d\ncase "$PWD" in */d) '
+            'out=env;; esac\ncd "$base"\njq -n "$out"',
+            id="a-cd-a-test-decided",
+        ),
+        pytest.param(
+            "k=0\n{% for w in x.words %}c=0\n{% for _ in w %}(( c++ ))\n{% endfor %}"
+            "(( idx[k] = c ))\n(( k++ ))\n{% endfor %}j=0\nwhile (( j < k )); do "
+            "(( m = idx[j] )); printf '%s' \"${AL:m:1}\" >> prog.txt; (( j++ )); done\n"
+            "jq -n -f prog.txt",
+            id="counts-of-a-shaped-script-into-a-jq-file",
+        ),
         # review 33's F1b: no {{ }}, a Jinja loop over a value counts
         pytest.param(
             "f=\n{% for w in x.words %}n=0\n{% for _ in w %}n=$((n+1))\n{% endfor %}"
@@ -107,6 +142,10 @@ def test_a_variable_a_test_on_a_value_assigns_holds_the_value(tmp_path: Path, ru
             "n=0\n{% for f in x.files %}cp -- {{ f }} out/ && n=$((n + 1))\n{% endfor %}"
             'echo "copied $n"',
             id="a-counter-in-a-shaped-script",
+        ),
+        pytest.param(
+            'cp -- {{ x.v }} out/\nstatus=$?\n[ "$?" -eq 0 ] && echo copied\necho "status $status"',
+            id="a-status-kept-and-tested",
         ),
         pytest.param(
             'mode=debug\nif [ {{ x.v }} = release ]; then mode=release; fi\necho "building $mode"',

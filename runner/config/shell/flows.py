@@ -86,6 +86,10 @@ class FlowCheck(OptionWordsCheck):
         for node in self.tree.nodes:
             if node.type in ("simple_expansion", "expansion"):
                 name = self.expanded_name(node)
+                if name is None or not self.is_tainted_name(name):
+                    # ${al:m:1}, ${a[m]}: a number that may hold a value picks
+                    # the text (review 34's F1), a mention of it all the same
+                    name = self.picking_name(node)
                 if name is not None and self.is_tainted_name(name):
                     self.index = self.tainted.get(name)
                     try:

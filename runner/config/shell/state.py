@@ -407,6 +407,46 @@ class CheckState:
     def is_tainted_name(self, name: str) -> bool:
         return name in self.tainted or name.isdigit() or name in ("@", "*", "_")
 
+    def picking_name(self, expansion: Any) -> str | None:
+        """A tainted name ``expansion`` reads as a number to pick its text
+        (an offset, a length, a subscript: ``${al:m:1}``, ``${a[m]}``)."""
+        for node in self.tree.subtree(expansion):
+            if node is expansion or node.type not in ("variable_name", "word"):
+                continue
+            name = self.text(node)
+            if self._read_as_number(node) and IDENTIFIER.fullmatch(name) and name in self.tainted:
+                return name
+        return None
+
+    def _read_as_number(self, node: Any) -> bool:
+        """Is ``node`` a name bash reads as arithmetic: inside ``(( ))``,
+        ``$(( ))``, a C-style loop's header, a subscript, or an expansion's
+        offset or length (not the name it expands)?"""
+        tree = self.tree
+        parent = tree.parent(node)
+        if parent is None:
+            return False
+        if parent.type == "subscript":  # its index; its name too, inside arithmetic
+            if tree.field(node) == "index":
+                return True
+            inside = tree.inside(parent, ("arithmetic_expansion", "c_style_for_statement"))
+            return inside is not None or self._in_double_parens(parent)
+        if parent.type == "expansion":
+            return node is not next(
+                (c for c in parent.children if c.type == "variable_name"), None
+            ) and any(tree.field(c) == "operator" for c in parent.children)
+        if tree.inside(node, ("arithmetic_expansion", "c_style_for_statement")) is not None:
+            return True
+        return self._in_double_parens(node)
+
+    def _in_double_parens(self, node: Any) -> bool:
+        statement = self.tree.inside(node, ("compound_statement",))
+        return (
+            statement is not None
+            and bool(statement.children)
+            and (statement.children[0].type == "((")
+        )
+
 
 def base_name(path: str) -> str:
     """The last part of ``path``: files are compared by it (the working

@@ -19,6 +19,8 @@ from typing import Any
 from .state import IDENTIFIER, CheckState
 from .variables import BASH_INTEGERS, INTEGER_ASSIGNED, is_code_bearing_env, is_shell_control_name
 
+#: The status of the last command, or of a pipeline's: what a test on a value said.
+_STATUS_NAMES = frozenset({"?", "PIPESTATUS"})
 _ARITH_NAME = re.compile(rb"(?<![0-9A-Za-z_#$])[A-Za-z_][A-Za-z0-9_]*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _ARITHMETIC_TEST_OPERATORS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
@@ -77,6 +79,11 @@ class TaintCheck(CheckState):
             elif kind == "command":
                 for name, word in self.read_targets(node):
                     defs.append((name, word, "read"))
+                resolved = self.resolve_quietly(node)
+                if resolved is not None and resolved.name in ("cd", "pushd", "popd"):
+                    # a cd a test on a value decides sets $PWD all the same
+                    # (review 34's F7: `[ "$c" = a ] && cd d; case "$PWD"`)
+                    defs.extend((name, node, "cd") for name in ("PWD", "OLDPWD", "DIRSTACK"))
             elif kind == "expansion":  # ${N:=word} and ${N=word} assign N
                 operators = [self.text(c) for c in node.children if tree.field(c) == "operator"]
                 name = self.expanded_name(node)
@@ -103,18 +110,20 @@ class TaintCheck(CheckState):
                     target = (
                         node.children[0] if node.type != "unary_expression" else node.children[-1]
                     )
+                    if target.type == "subscript":  # (( idx[k] = i )): an element of idx
+                        target = target.child_by_field_name("name") or target
                     if target.type in ("variable_name", "word") and IDENTIFIER.fullmatch(
                         self.text(target)
                     ):
                         defs.append((self.text(target), node, "arith"))
         self.value_starts = sorted(self.value_nodes)
-        self.mark_mentions()
         # First what a value flows into, then (implicit flows) what a test on
         # one decides: a variable assigned only literals in the branches of a
         # `case` on a value's characters holds the value all the same
         # (review 33's F1 made it jq's filter and a write's destination).
         # Arithmetic may still name one that only numbers are assigned to.
         for implicit in (False, True):
+            self.mark_mentions(implicit=implicit)
             changed = True
             while changed:  # until no definition taints a new name
                 changed = False
@@ -128,7 +137,7 @@ class TaintCheck(CheckState):
                             self.implicit.add(name)
                         changed = True
                 if changed:
-                    self.mark_mentions()
+                    self.mark_mentions(implicit=implicit)
         flowing = set(self.tainted) - self.implicit
         self.guard_names(defs)
         self.defined = {name for name, _, _ in defs}
@@ -210,7 +219,7 @@ class TaintCheck(CheckState):
         for name, node, kind in defs:
             if name not in self.tainted or name in self._READ_DEFAULTS:
                 continue
-            if kind == "read" and node.type == "command" and name in ("PWD", "OLDPWD", "DIRSTACK"):
+            if kind in ("read", "cd") and name in ("PWD", "OLDPWD", "DIRSTACK"):
                 continue  # cd {{ x }}: bash sets them; nothing runs them
             if kind == "assign" and self.tree.field(node) is None:
                 owner = self.tree.parent(node)
@@ -234,7 +243,8 @@ class TaintCheck(CheckState):
             return not has_in or any(self.carries(v) or self.tree.static(v) is None for v in values)
         if kind in ("arith", "default"):
             return self.carries(node)
-        return True
+        # "cd": a cd {{ x }} is a read target; this one only a test decides
+        return kind != "cd"
 
     def is_numeric_def(self, node: Any, kind: str) -> bool:
         if kind == "arith":
@@ -297,13 +307,28 @@ class TaintCheck(CheckState):
                 continue
             yield target, word
 
-    def mark_mentions(self) -> None:
-        """Add the expansions of tainted names to the value-carrying leaves."""
+    def mark_mentions(self, *, implicit: bool = True) -> None:
+        """Add the mentions of tainted names to the value-carrying leaves: their
+        expansions, and their names where bash reads them as arithmetic (a
+        number a value decided picks text: ``${al:m:1}``, ``${a[m]}``: review
+        34's F1).  ``implicit``: also the names only a test on a value
+        decided, and ``$?``/``PIPESTATUS`` (the status of such a test: 34's
+        F2); without, what a value flows into (``taint``'s first phase)."""
         starts = set(self.value_nodes) | self.extra_starts
+
+        def counts(name: str) -> bool:
+            if name in _STATUS_NAMES:
+                return implicit
+            return self.is_tainted_name(name) and (implicit or name not in self.implicit)
+
         for node in self.tree.nodes:
             if node.type in ("simple_expansion", "expansion"):
                 name = self.expanded_name(node)
-                if name is not None and self.is_tainted_name(name):
+                if name is not None and counts(name):
+                    starts.add(node.start_byte)
+            elif node.type in ("variable_name", "word") and self._read_as_number(node):
+                name = self.text(node)
+                if IDENTIFIER.fullmatch(name) and counts(name):
                     starts.add(node.start_byte)
         self.value_starts = sorted(starts)
 
