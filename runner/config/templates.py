@@ -225,7 +225,7 @@ class Template:
             read_sources,
             options,
             option_sources,
-            self.shaped,
+            shaped=self.shaped,
         )
         words = _WithEnv(values, {n: v for n, v in (env or {}).items() if n in self.tainted})
         _refuse_system_destinations(words, destinations)
@@ -517,7 +517,8 @@ def _refuse_unsafe(
     read_sources: set[str] | None = None,
     options: set[str] | None = None,
     option_sources: set[str] | None = None,
-    shaped: bool = False,
+    *,
+    shaped: bool,
 ) -> None:
     from .shell.checker import check_script
 
