@@ -275,3 +275,44 @@ def test_review_24s_k4_cases_from_the_installed_cli(tmp_path: Path, run, consume
     path = one_step_agent(tmp_path, run, secrets={"TOKEN": "tok"}, top=top)
     result = subprocess.run([*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True)
     assert result.returncode != 0 and "[code-operand]" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param('echo {{ x.v }}\nf=.name\njq -r "$f" data.json', id="a-variable-filter"),
+        pytest.param('echo {{ x.v }}\njq -r "$(cat f.txt)" data.json', id="a-computed-filter"),
+        pytest.param(
+            "echo {{ x.v }}\nprintf '.a' > p.jq\njq -f p.jq data.json",
+            id="a-program-file-it-writes",
+        ),
+        pytest.param(
+            "echo {{ x.v }}\ncp x.jq lib/m.jq\njq -L lib -n 'include \"m\"; .'",
+            id="a-library-it-writes",
+        ),
+        pytest.param(
+            'echo {{ x.v }}\nd=out\nprintf x > "$d"/p.jq\njq -f p.jq data.json',
+            id="a-program-file-among-files-it-names-at-run-time",
+        ),
+    ],
+)
+def test_in_a_script_with_values_jq_runs_only_the_authors_program(source) -> None:
+    """Reviews 33-35 copied a value into a variable by ways the taint missed
+    (case branches, counts, $?, file contents, umask, timing) and made it
+    jq's filter or -f file; beside a value, jq's program is a fixed word or
+    a file this script does not write."""
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[code-operand]" in p.message and "jq's" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "echo {{ x.v }}\njq -r .name data.json",
+        "echo {{ x.v }}\njq -f .github/transform.jq data.json",
+        "jq -r .name -- {{ x.v }}",
+    ],
+)
+def test_the_authors_jq_program_still_runs_beside_a_value(source) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems

@@ -23,11 +23,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .code_operands import jq_may_load_modules
-from .programs import STRICT_PROGRAMS, STRICT_RECEIVERS, is_executor, is_interpreter
+from .code_operands import jq_may_load_modules, jq_program_words
+from .programs import (
+    FILE_WRITERS,
+    STRICT_PROGRAMS,
+    STRICT_RECEIVERS,
+    is_executor,
+    is_interpreter,
+)
 from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
-from .state import system_spelling
+from .state import base_name, system_spelling
 
 
 class BesideValuesCheck(ReceiverCheck):
@@ -127,6 +133,59 @@ class BesideValuesCheck(ReceiverCheck):
                             f"{self.text(word)[:30]}: a file name a value chose may come out "
                             "as an option (write ./* )",
                         )
+
+    def jq_programs_fixed(self) -> None:
+        """In a script with values (the default mode), each jq's program is
+        the author's text: its filter, ``-f`` file and ``-L`` path fixed
+        words, and no file this script writes.  Reviews 33 and 34 copied a
+        value into a variable by ways the taint then missed (``case``
+        branches, counts, ``$?``) and made it jq's filter or ``-f`` file;
+        whatever the next such way, jq runs no text the script computed."""
+        if self.consumers is not None:
+            return
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        written: set[str | None] | None = None
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name != "jq":
+                continue
+            for word, role in jq_program_words(resolved.arguments, self.fixed):
+                row, column = word.start_point
+                if (row + 1, column + 1) in refused:
+                    continue  # already refused (a value in it, a file it was written to)
+                text = self.fixed(word)
+                if text is None:
+                    if not self.carries(word):  # a value: refused where it flows
+                        self.refuse("code-operand", word, f"jq's {role}, not fixed text")
+                    continue
+                if role == "filter":
+                    continue
+                if written is None:
+                    written = self.written_names()
+                # a module directory: any file written may be one of its modules
+                if None in written or base_name(text) in written or (role == "-L path" and written):
+                    self.refuse("code-operand", word, f"jq's {role}, a file this script writes")
+
+    def written_names(self) -> set[str | None]:
+        """The last names of the files this script's redirects and file
+        utilities write (None: one not fixed before it runs)."""
+        found: set[str | None] = set()
+        for node in self.tree.nodes:
+            if node.type == "file_redirect":
+                operator = next((self.text(c) for c in node.children if not c.is_named), "")
+                destination = node.child_by_field_name("destination")
+                if operator.startswith((">", "&>", "<>")) and destination is not None:
+                    text = self.fixed(destination)
+                    found.add(None if text is None else base_name(text))
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is not None and resolved.name in FILE_WRITERS:
+                for word in resolved.arguments:
+                    text = self.fixed(word)
+                    if text is None or not text.startswith("-"):
+                        found.add(None if text is None else base_name(text.split("=", 1)[-1]))
+        return found
 
     def interpreters_beside_values(self) -> None:
         """No shell or interpreter runs anywhere in a script that holds a

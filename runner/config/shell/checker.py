@@ -112,6 +112,7 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
                 self.programs_beside_files()
                 self.globs_into_variables()
                 self.interpreters_beside_values()
+                self.jq_programs_fixed()
                 self.strict_programs_only()
                 self.system_files_written()
                 self.makers_with_unread_names()

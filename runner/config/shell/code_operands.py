@@ -69,6 +69,50 @@ def jq_may_load_modules(words: list[str | None], written: set[str]) -> bool:
     )
 
 
+def jq_program_words(words: list[Any], fixed: Any) -> list[tuple[Any, str]]:
+    """The words of a jq command line that hold or name its program, with
+    their role: the filter (its first operand, unless ``-f`` is given), the
+    ``-f``/``--from-file`` file, the ``-L``/``--library-path`` directory.
+    ``fixed(word)``: its text, or None when not fixed before the script runs
+    (such a word where an option may stand counts as the filter)."""
+    found: list[tuple[Any, str]] = []
+    from_file = done = False
+    operands = 0
+    position = 0
+    while position < len(words):
+        word = words[position]
+        position += 1
+        text = fixed(word)
+        if done or text is None or text == "-" or not text.startswith("-"):
+            if operands == 0:
+                found.append((word, "-f file" if from_file else "filter"))
+            operands += 1
+            continue
+        if text == "--":
+            done = True
+        elif text in _JQ_TWO_WORDS:
+            position += 2
+        elif text == "--indent":
+            position += 1
+        elif text in ("--from-file", "--library-path"):
+            role = "-f file" if text == "--from-file" else "-L path"
+            from_file = from_file or text == "--from-file"
+            found.extend((w, role) for w in words[position : position + 1])
+            position += 1
+        elif text.startswith("--"):
+            from_file = from_file or text == "--from-file"
+        else:  # short options, combined: -nr, -nLDIR, -nL DIR, -nf FILE
+            before, library, attached = text[1:].partition("L")
+            from_file = from_file or "f" in before
+            if library and not attached:
+                found.extend((w, "-L path") for w in words[position : position + 1])
+                position += 1
+            elif before.endswith("f") and not library:
+                found.extend((w, "-f file") for w in words[position : position + 1])
+                position += 1
+    return found
+
+
 class CodeOperandsCheck(ReceiverCheck):
     """Where a data program reads code, no value stands (default mode)."""
 

@@ -363,6 +363,13 @@ _GNU_PREFIXED = frozenset(
 )
 
 
+#: Programs whose destination words name what they write or link.
+FILE_WRITERS = frozenset(
+    {"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync", "uniq", "mktemp"}
+    | {"rm", "rmdir", "mkdir", "chmod", "chown", "chgrp", "truncate"}
+)
+
+
 #: What ``consumers:`` mode always lets receive a value: these print it, read
 #: it into a variable, or compare it, and run nothing.
 STRICT_RECEIVERS = frozenset({"echo", "printf", "cat", "test", "[", "true", ":", *STDIN_BUILTINS})

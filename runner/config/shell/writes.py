@@ -23,6 +23,7 @@ from typing import Any
 from .held_text import HeldTextCheck
 from .planted import PlantedNamesCheck
 from .proc_paths import EXPANSION, UNQUOTED
+from .programs import FILE_WRITERS
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
 from .system_paths import (
@@ -34,11 +35,6 @@ from .system_paths import (
 
 #: Redirect operators that write their target.
 _WRITING = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
-#: Programs whose destination words name what they write or link.
-_WRITERS = frozenset(
-    {"cp", "mv", "ln", "install", "tee", "dd", "touch", "link", "rsync", "uniq", "mktemp"}
-    | {"rm", "rmdir", "mkdir", "chmod", "chown", "chgrp", "truncate"}
-)
 #: Writers every operand of which names a file they change (a move, a link
 #: into a system file, a removal, a mode).
 _EVERY_OPERAND = frozenset(
@@ -218,7 +214,7 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
                 continue
             if resolved.name in ("cd", "pushd", "popd"):
                 places.append(command)
-            elif resolved.name in _WRITERS:
+            elif resolved.name in FILE_WRITERS:
                 places += self._destinations(resolved)
         return places
 
