@@ -173,3 +173,47 @@ def test_a_case_decoder_prints_no_secret_through_jq(tmp_path: Path) -> None:
     assert run.returncode == 2, run.stdout + run.stderr
     assert "a script with values" in run.stderr
     assert not (tmp_path / "saved").exists()
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param(
+            ": > p\ncase {{ x.v }} in a) printf /proc/self/environ >> p;; esac\n"
+            'P="$(< p)"\nod -c "$P"',
+            id="file-content-into-a-read-path",
+        ),
+        pytest.param(
+            ": > d\ncase {{ x.v }} in a) printf site.pth >> d;; esac\n"
+            'D="$(cat d)"\nprintf x > "$D"',
+            id="file-content-into-a-write-destination",
+        ),
+        pytest.param(
+            'case {{ x.v }} in a) umask 077;; esac\nm=$(umask)\ncp -- a "out$m"',
+            id="umask-into-a-program-word",
+        ),
+        pytest.param(
+            'start=$SECONDS\ncase {{ x.v }} in a) sleep 1;; esac\ncd "d$SECONDS"',
+            id="timing-into-cd",
+        ),
+        pytest.param('echo {{ x.v }}\nn=$((RANDOM))\nod -c "f$n"', id="arithmetic"),
+    ],
+)
+def test_a_clean_variable_computed_at_run_time_reaches_no_program(tmp_path: Path, run: str) -> None:
+    """Review 35: a test on a value changed state no taint follows (a file's
+    content, umask, the time), read back into a clean variable that then
+    named /proc/self/environ for od or a .pth for a redirect."""
+    assert any("[computed-word]" in p or "computed" in p for p in _problems(tmp_path, run))
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        'out=build/{{ x.v }}\nmkdir -p -- "$out"',
+        'd=out\nfor f in a.txt b.txt; do cp -- "$f" "$d/"; done\necho {{ x.v }}',
+        'cp -- a.txt "$HOME/a.txt"\necho {{ x.v }}',
+        'echo {{ x.v }}\nn=$(wc -l < list.txt)\necho "lines: $n"',
+    ],
+)
+def test_literal_words_and_the_environment_still_reach_programs(tmp_path: Path, run: str) -> None:
+    assert _problems(tmp_path, run) == []

@@ -33,7 +33,15 @@ from .programs import (
 )
 from .receivers import ReceiverCheck, is_running_option
 from .rules import BUILTINS
-from .state import base_name, system_spelling
+from .state import IDENTIFIER, base_name, system_spelling
+
+#: Names bash itself changes while a script runs: no fixed text.  (``$PWD``
+#: is fixed until a ``cd``, which ``taint`` records as its definition.)
+_CHANGING = frozenset(
+    {"RANDOM", "SRANDOM", "SECONDS", "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "LINENO"}
+    | {"PIPESTATUS", "HISTCMD", "BASH_COMMAND", "BASH_LINENO"}
+    | {"BASH_REMATCH", "REPLY", "MAPFILE", "OPTARG", "OPTIND", "COPROC", "FUNCNAME", "_"}
+)
 
 
 class BesideValuesCheck(ReceiverCheck):
@@ -166,6 +174,93 @@ class BesideValuesCheck(ReceiverCheck):
                 # a module directory: any file written may be one of its modules
                 if None in written or base_name(text) in written or (role == "-L path" and written):
                     self.refuse("code-operand", word, f"jq's {role}, a file this script writes")
+
+    def computed_words(self) -> None:
+        """Beside a value (the default mode), a program's words, a redirect's
+        file and ``cd``'s folder expand no text the script computed while it
+        ran: review 35 spelled a value out through file contents, ``umask``,
+        ``ulimit``, ``$-`` and timing, none of them a flow the taint follows,
+        then read ``/proc/self/environ`` with ``od -c "$P"`` and wrote a
+        ``.pth`` with ``cat body > "$D"``.  A word that carries a value is the
+        value rules' to judge; one of literal text and variables assigned
+        only such words (or from the environment) is the author's."""
+        if self.consumers is not None:
+            return
+        self.index = None
+        refused = {(f.line, f.column) for f in self.findings}
+        words: list[Any] = []
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None:
+                continue
+            if resolved.name not in BUILTINS or resolved.name in ("cd", "pushd"):
+                words.extend(resolved.arguments)
+        for node in self.tree.nodes:
+            if node.type == "file_redirect":
+                destination = node.child_by_field_name("destination")
+                if destination is not None:
+                    words.append(destination)
+        for word in words:
+            row, column = word.start_point
+            if (row + 1, column + 1) in refused or self.carries(word):
+                continue
+            if not self.fixed_text(word):
+                self.refuse("computed-word", word, self.text(word)[:40])
+
+    def fixed_text(self, word: Any, seen: frozenset[str] = frozenset()) -> bool:
+        """Is ``word`` made of literal text and the expansions of names whose
+        text is fixed before the script runs (``fixed_name``)?"""
+        for node in self.tree.subtree(word):
+            if node.type in ("command_substitution", "process_substitution"):
+                return False
+            if node.type == "arithmetic_expansion":
+                return False
+            if node.type in ("simple_expansion", "expansion"):
+                names = [
+                    self.text(c)
+                    for c in self.tree.subtree(node)
+                    if c.type in ("variable_name", "special_variable_name")
+                    or (c.type == "word" and self.tree.field(c) == "index")
+                ]
+                if not all(self.fixed_name(name, seen) for name in names):
+                    return False
+        return True
+
+    def fixed_name(self, name: str, seen: frozenset[str]) -> bool:
+        """A name the script never assigns (the process's environment, but
+        bash's own changing ones), or assigns only fixed words."""
+        if name == "$":
+            return True  # this shell's pid
+        if name in seen or not IDENTIFIER.fullmatch(name) or name in _CHANGING:
+            return False
+        if name in self.tainted:
+            return True  # a value: judged where it flows
+        definitions = self.definitions.get(name)
+        if not definitions:
+            return name.isidentifier() and not name.isdigit()
+        for node, kind in definitions:
+            if kind == "for":  # for f in a b{1,2}: over fixed words, no glob
+                values = [c for c in node.children if self.tree.field(c) == "value"]
+                has_in = any(c.type == "in" for c in node.children)
+                if not has_in or any(
+                    self.tree.static(v) is None
+                    and (
+                        not self.fixed_text(v, seen | {name})
+                        or any(g in self.text(v) for g in "*?[")
+                    )
+                    for v in values
+                ):
+                    return False
+                continue
+            if kind != "assign" or any(c.type == "+=" for c in node.children):
+                return False
+            target = node.child_by_field_name("name")
+            if target is not None and target.type == "subscript":
+                return False
+            value = node.child_by_field_name("value")
+            if value is not None and not self.fixed_text(value, seen | {name}):
+                return False
+        return True
 
     def written_names(self) -> set[str | None]:
         """The last names of the files this script's redirects and file

@@ -185,6 +185,15 @@ RULES: dict[str, tuple[str, str]] = {
         "in the shell ({{ x | replace('/', '-') }}); text a program computed from a value "
         "may reach builtins (echo, printf, test) only",
     ),
+    "computed-word": (
+        "a word given to a program (or a redirect's file, or cd's folder) that expands "
+        "text the script computed at run time ($( ), $((...)), a variable assigned one, "
+        "read, p+=, a loop variable over a glob, $PWD, $?, $RANDOM): a test on a value "
+        "may have spelled it, character by character",
+        "give programs words of literal text, values ({{ x }}) and variables assigned "
+        "only such words (out=build/{{ x }}); a computed text may reach builtins (echo, "
+        "printf, test) only, or run the program in a step without values",
+    ),
     "planted-name": (
         "a program run by a bare name after a value chose where a file is written "
         "(the value may have put that name on the step's PATH)",
