@@ -294,6 +294,17 @@ def test_review_24s_k4_cases_from_the_installed_cli(tmp_path: Path, run, consume
             'echo {{ x.v }}\nd=out\nprintf x > "$d"/p.jq\njq -f p.jq data.json',
             id="a-program-file-among-files-it-names-at-run-time",
         ),
+        # review 36: jq's own stdin, fed by a redirect, a here-string or a pipe
+        pytest.param(
+            'printf "%s" {{ x.v }} > f\njq -n -f /dev/stdin < f', id="dev-stdin-from-a-redirect"
+        ),
+        pytest.param("echo {{ x.v }}\njq -n --from-file /dev/fd/0 < f", id="dev-fd-0"),
+        pytest.param("echo {{ x.v }}\njq -n -f /dev/fd/3 3< f", id="dev-fd-3"),
+        pytest.param("echo {{ x.v }}\njq -n -f /proc/self/fd/0 < f", id="proc-self-fd"),
+        pytest.param("echo {{ x.v }}\n{ jq -n -f /dev/stdin; } < f", id="a-group-redirected"),
+        pytest.param('echo {{ x.v }}\nc=x\njq -n -f /dev/stdin <<< "$c"', id="here-string"),
+        pytest.param("echo {{ x.v }}\njq -n -f - < f", id="dash"),
+        pytest.param("echo {{ x.v }}\njq -n -f ../p.jq", id="a-parent-folder"),
     ],
 )
 def test_in_a_script_with_values_jq_runs_only_the_authors_program(source) -> None:

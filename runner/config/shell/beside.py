@@ -143,13 +143,16 @@ class BesideValuesCheck(ReceiverCheck):
                         )
 
     def jq_programs_fixed(self) -> None:
-        """In a script with values (the default mode), each jq's program is
+        """In a script with values, each jq's program is
         the author's text: its filter, ``-f`` file and ``-L`` path fixed
-        words, and no file this script writes.  Reviews 33 and 34 copied a
+        words, the file and path relative ones below the working folder (not
+        ``/dev/stdin``, ``/dev/fd/3`` or ``-``, whatever feeds them), and no
+        file this script writes.  Reviews 33 and 34 copied a
         value into a variable by ways the taint then missed (``case``
         branches, counts, ``$?``) and made it jq's filter or ``-f`` file;
-        whatever the next such way, jq runs no text the script computed."""
-        if self.consumers is not None:
+        whatever the next such way, jq runs no text the script computed.
+        In strict mode too, unless jq is a consumer (trusted with its code)."""
+        if self.consumers is not None and "jq" in self.consumers:
             return
         self.index = None
         refused = {(f.line, f.column) for f in self.findings}
@@ -169,6 +172,12 @@ class BesideValuesCheck(ReceiverCheck):
                     continue
                 if role == "filter":
                     continue
+                parts = text.split("/")
+                if text == "-" or text.startswith("/") or ".." in parts:
+                    # /dev/stdin, /dev/fd/3, /proc/self/fd/0 read what a
+                    # redirect or a pipe feeds jq (review 36's F1, F2)
+                    self.refuse("code-operand", word, f"jq's {role} {text}: name a file here")
+                    continue
                 if written is None:
                     written = self.written_names()
                 # a module directory: any file written may be one of its modules
@@ -176,16 +185,18 @@ class BesideValuesCheck(ReceiverCheck):
                     self.refuse("code-operand", word, f"jq's {role}, a file this script writes")
 
     def computed_words(self) -> None:
-        """Beside a value (the default mode), a program's words, a redirect's
+        """Beside a value, a program's words, a redirect's
         file and ``cd``'s folder expand no text the script computed while it
         ran: review 35 spelled a value out through file contents, ``umask``,
         ``ulimit``, ``$-`` and timing, none of them a flow the taint follows,
         then read ``/proc/self/environ`` with ``od -c "$P"`` and wrote a
-        ``.pth`` with ``cat body > "$D"``.  A word that carries a value is the
-        value rules' to judge; one of literal text and variables assigned
-        only such words (or from the environment) is the author's."""
-        if self.consumers is not None:
-            return
+        ``.pth`` with ``cat body > "$D"``.  A value's own mention is the value
+        rules' to judge; a word of literal text, values and variables assigned
+        only such words (or from the environment) is the author's, and a
+        ``$( )`` is computed whatever it holds (``<( )`` is a descriptor's
+        name bash picks; what flows through it, the value rules follow).  In
+        strict mode too (it refuses all the default mode does), consumers
+        included."""
         self.index = None
         refused = {(f.line, f.column) for f in self.findings}
         words: list[Any] = []
@@ -202,7 +213,7 @@ class BesideValuesCheck(ReceiverCheck):
                     words.append(destination)
         for word in words:
             row, column = word.start_point
-            if (row + 1, column + 1) in refused or self.carries(word):
+            if (row + 1, column + 1) in refused:
                 continue
             if not self.fixed_text(word):
                 self.refuse("computed-word", word, self.text(word)[:40])
@@ -211,7 +222,7 @@ class BesideValuesCheck(ReceiverCheck):
         """Is ``word`` made of literal text and the expansions of names whose
         text is fixed before the script runs (``fixed_name``)?"""
         for node in self.tree.subtree(word):
-            if node.type in ("command_substitution", "process_substitution"):
+            if node.type == "command_substitution":
                 return False
             if node.type == "arithmetic_expansion":
                 return False
