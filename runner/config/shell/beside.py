@@ -31,7 +31,7 @@ from .programs import (
     is_executor,
     is_interpreter,
 )
-from .receivers import ReceiverCheck, is_running_option
+from .receivers import _WRITING_REDIRECTS, ReceiverCheck, is_running_option
 from .rules import BUILTINS
 from .state import IDENTIFIER, base_name, system_spelling
 
@@ -222,9 +222,7 @@ class BesideValuesCheck(ReceiverCheck):
         """Is ``word`` made of literal text and the expansions of names whose
         text is fixed before the script runs (``fixed_name``)?"""
         for node in self.tree.subtree(word):
-            if node.type == "command_substitution":
-                return False
-            if node.type == "arithmetic_expansion":
+            if node.type in ("command_substitution", "arithmetic_expansion"):
                 return False
             if node.type in ("simple_expansion", "expansion"):
                 names = [
@@ -248,7 +246,7 @@ class BesideValuesCheck(ReceiverCheck):
             return True  # a value: judged where it flows
         definitions = self.definitions.get(name)
         if not definitions:
-            return name.isidentifier() and not name.isdigit()
+            return True  # the process's environment
         for node, kind in definitions:
             if kind == "for":  # for f in a b{1,2}: over fixed words, no glob
                 values = [c for c in node.children if self.tree.field(c) == "value"]
@@ -281,7 +279,7 @@ class BesideValuesCheck(ReceiverCheck):
             if node.type == "file_redirect":
                 operator = next((self.text(c) for c in node.children if not c.is_named), "")
                 destination = node.child_by_field_name("destination")
-                if operator.startswith((">", "&>", "<>")) and destination is not None:
+                if operator in _WRITING_REDIRECTS | {"<>"} and destination is not None:
                     text = self.fixed(destination)
                     found.add(None if text is None else base_name(text))
         for command in self.commands:
