@@ -305,6 +305,12 @@ def test_review_24s_k4_cases_from_the_installed_cli(tmp_path: Path, run, consume
         pytest.param('echo {{ x.v }}\nc=x\njq -n -f /dev/stdin <<< "$c"', id="here-string"),
         pytest.param("echo {{ x.v }}\njq -n -f - < f", id="dash"),
         pytest.param("echo {{ x.v }}\njq -n -f ../p.jq", id="a-parent-folder"),
+        # the glued long forms, which jq 1.6 and 1.7 refuse and a later jq may read
+        pytest.param("echo {{ x.v }}\njq -n --from-file=/dev/stdin < f", id="from-file-glued"),
+        pytest.param(
+            "echo {{ x.v }}\nprintf x > m.jq\njq -n --library-path=. 'include \"m\"; .'",
+            id="library-path-glued",
+        ),
     ],
 )
 def test_in_a_script_with_values_jq_runs_only_the_authors_program(source) -> None:

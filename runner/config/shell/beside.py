@@ -172,6 +172,8 @@ class BesideValuesCheck(ReceiverCheck):
                     continue
                 if role == "filter":
                     continue
+                if text.startswith("--"):  # --from-file=FILE
+                    text = text.split("=", 1)[1]
                 parts = text.split("/")
                 if text == "-" or text.startswith("/") or ".." in parts:
                     # /dev/stdin, /dev/fd/3, /proc/self/fd/0 read what a

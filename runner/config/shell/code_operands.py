@@ -99,6 +99,11 @@ def jq_program_words(words: list[Any], fixed: Any) -> list[tuple[Any, str]]:
             from_file = from_file or text == "--from-file"
             found.extend((w, role) for w in words[position : position + 1])
             position += 1
+        elif text.startswith(("--from-file=", "--library-path=")):
+            # jq 1.6 and 1.7 refuse the glued form; a later jq may read it
+            role = "-f file" if text.startswith("--from-file=") else "-L path"
+            from_file = from_file or role == "-f file"
+            found.append((word, role))
         elif text.startswith("--"):
             from_file = from_file or text == "--from-file"
         else:  # short options, combined: -nr, -nLDIR, -nL DIR, -nf FILE
