@@ -60,6 +60,8 @@ PAYLOADS = {
     "sort-command": "touch CANARY_SORT",
     "hook": ";touch CANARY_HOOK;",
     "grep-env": "touch CANARY_XZGREP; grep",
+    "ansi": "\\'$(touch CANARY_ANSI)\" #",
+    "prompt": "$(touch CANARY_PROMPT)",
 }
 
 #: The thirteenth review's readers of the script's own text: the first line
@@ -213,6 +215,14 @@ FLOWS = [
     # (and if, then, fi...) as a command, hiding the eval inside
     ("review9", 'V={{ x.cmd }}; ! { eval "$V"; }', ()),
     ("review9", 'V={{ x.cmd }}; ! if true; then eval "$V"; fi', ()),
+    # review 37: tree-sitter skips a backslash before a blank between tokens;
+    # bash joins the lines of a continuation and keeps \<space> in the word
+    ("review37", "x=1\\\necho eval {{ x.cmd }}", ()),
+    ("review37", "LC_ALL=C\\\techo eval {{ x.cmd }}", ()),
+    ("review37", 'label="b"\\ echo eval {{ x.cmd }}', ()),
+    ("review37", "echo price: $\\\n{{ x.ansi }}", ()),
+    ("review37", 't={{ x.prompt }}\necho "t: $\\\n{t@P}"', ()),
+    ("review37", 'm={{ x.cmd }}\necho "m: $\\\n(eval $m)"', ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)
@@ -367,6 +377,9 @@ SAFE_FLOWS = [
     '[ "$V" = a ] || echo "$V"',
     # cd takes a value (bash sets PWD from it; the review-7 fix of a refusal)
     "mkdir -p -- {{ x.glob_name }}; cd -- {{ x.glob_name }} && pwd && ls",
+    # a line continued after a blank, and an escaped blank inside a word
+    "printf '%s\\n' \\\n  {{ x.v }} \\\n  end",
+    'echo "a\\ b" a\\ b {{ x.v }}',
 ]
 
 

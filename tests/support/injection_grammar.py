@@ -600,6 +600,7 @@ class Gen:
                     (1, RISKY, self.read_then_use),
                     (0.6, RISKY, self.rebinding_line),
                     (0.6, RISKY, self.quoted_name),
+                    (0.5, RISKY, self.escaped_blank),
                     (0.6, RISKY, self.option_word),
                     (0.5, RISKY, self.split_substitution),
                     (0.6, SUBTLE, self.flow_safe),
@@ -695,6 +696,26 @@ class Gen:
         )
         use = self.r.choice([f"argv -c {self.ph()}", f"echo -c {self.ph()}", f"nosuch {self.ph()}"])
         return f"{line}\n{use}"
+
+    def escaped_blank(self) -> str:
+        """A backslash before a blank between tokens (review 37): tree-sitter
+        skips it as a blank, bash joins a continued line and keeps an escaped
+        space or tab in the word, so the next word may be a command."""
+        blank = self.r.choice(["\n", " ", "\t"])
+        assignment = self.r.choice(["x=1", 'x="a"', "x=''", "x=$HOME", "LC_ALL=C", "x=(a)"])
+        runner = self.r.choice(["eval", "sh -c", "bash -c", "echo"])
+        return self.r.choice(
+            [
+                f"{assignment}\\{blank}{runner} {self.ph()}",
+                f"echo a\\{blank}{self.ph()}",
+                f"cd x\\{blank}{self.ph()}",
+                f"echo $\\\n{self.ph()}",
+                f'm={self.ph()}\necho "$\\\n(eval $m)"',
+                f't={self.ph()}\necho "$\\\n{{t@P}}"',
+                f'v={self.ph()}\necho "$\\\n{{!v}}"',
+                f"echo {self.ph()} \\\n  {self.ph()}",
+            ]
+        )
 
     def quoted_name(self) -> str:
         """A name spelled with quotes, or built at run time."""

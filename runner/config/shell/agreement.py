@@ -131,6 +131,35 @@ class AgreementCheck(CheckState):
                 return self.tree.root.descendant_for_byte_range(match.start(), match.end())
         return None
 
+    def escaped_blank(self) -> Any:
+        r"""A backslash before a blank that bash and tree-sitter read apart
+        (review 37): tree-sitter skips ``\<newline>``, ``\<space>`` and
+        ``\<tab>`` between tokens as a blank, while bash deletes a
+        ``\<newline>`` and joins the text around it (``x=1\<nl>echo eval``
+        assigns ``1echo`` and runs ``eval``; ``"$\<nl>(cmd)"`` is a command
+        substitution) and keeps ``\<space>`` inside the word.  Kept: any of
+        them in single quotes, a comment or a quoted heredoc; ``\<space>`` and
+        ``\<tab>`` inside a word or double quotes, where both keep them; and
+        a ``\<newline>`` right after an unescaped blank (``docker run \``),
+        where the joined text is two words to both.  The node around the
+        first other one, or None."""
+        source = self.source
+        for match in re.finditer(rb"\\[ \t\n]", source):
+            at = match.start()
+            if _escaped(source, at):
+                continue  # an escaped backslash, then a blank
+            node = self.tree.root.descendant_for_byte_range(at, at + 1)
+            if self.literal_here(node) or node.type == "heredoc_start":
+                continue  # a delimiter: unclear_heredoc refuses any but a plain one
+            if source[at + 1 : at + 2] == b"\n":
+                if at == 0 or (source[at - 1 : at] in b" \t\n" and not _escaped(source, at - 1)):
+                    continue
+                return node
+            around = self.tree.root.descendant_for_byte_range(at, at + 2)
+            if around.type not in ("word", "string_content", "string"):
+                return around
+        return None
+
     def starts_a_word(self, at: int) -> bool:
         r"""Does bash start a word at byte ``at`` (so that a ``#`` there opens a
         comment)?  Only after a metacharacter that is not escaped: tree-sitter
@@ -182,3 +211,11 @@ class AgreementCheck(CheckState):
                 if line_key == delimiter or (not quoted and line.endswith(b"\\")):
                     return node
         return None
+
+
+def _escaped(source: bytes, at: int) -> bool:
+    """Is the byte at ``at`` escaped: an odd run of backslashes before it?"""
+    count = 0
+    while at - count > 0 and source[at - count - 1] == 0x5C:
+        count += 1
+    return count % 2 == 1

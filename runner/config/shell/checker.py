@@ -80,10 +80,14 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
     def run(self) -> list[Finding]:
         has_values = bool(self.sentinels) or bool(self.env_tainted)
         error = next((n for n in self.tree.nodes if self.misparsed(n)), None)
+        detail = ""
         if error is None and has_values:
-            error = self.control_blank() or self.unparsed_expansion()
+            error = self.control_blank()
+            if error is None and (error := self.escaped_blank()) is not None:
+                detail = "a backslash before a blank: continue a line with ' \\' after a blank"
+            error = error or self.unparsed_expansion()
         if error is not None and has_values:
-            self.refuse("syntax", error, index=None)
+            self.refuse("syntax", error, detail, index=None)
             return self.findings
         unclear = self.unclear_heredoc()
         if unclear is not None:
