@@ -277,6 +277,11 @@ def _refuse_system_destinations(values: Any, destinations: set[str]) -> None:
             )
 
 
+#: How a rendered path starts in the sandbox's HOME: ``~``, or ``$HOME``
+#: (``tee "$HOME"/{{ x }}`` wrote ``~/.jq``: review 38's F1).
+_HOME_WORDS = ("~", "$HOME", "${HOME}")
+
+
 def is_safe_destination(path: str) -> bool:
     """May a value choose ``path`` (its text, as rendered) as where a file is
     written, ``cd`` goes or ``mktemp`` makes its files?  Not under the
@@ -296,7 +301,7 @@ def is_safe_destination(path: str) -> bool:
         or names_process_path(path)
         or os.path.normpath(path) == "/dev"
         or ".." in parts
-        or (path.startswith("~") and len(parts) > 1)
+        or (path.startswith(_HOME_WORDS) and len(parts) > 1)
         or names_program_directory(
             path, search_path(), os.environ.get("HOME", os.path.expanduser("~"))
         )

@@ -206,6 +206,35 @@ def test_jq_does_not_run_beside_a_file_a_value_names() -> None:
     assert compile_template(fixed, shell=True, fields_by_name={"x": None})[1] == []
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "printf '%s\\n' {{ x.b }} | tee \"$HOME\"/{{ x.p }}; /usr/bin/jq -n -r '[1] | length'",
+        "printf '%s\\n' {{ x.b }} | tee -a \"$HOME\"/{{ x.p }}; /usr/bin/jq -n 1",
+        "printf '%s\\n' {{ x.b }} > n.txt; cp n.txt \"$HOME\"/{{ x.p }}; /usr/bin/jq -n 1",
+        "cd && printf '%s\\n' {{ x.b }} | tee {{ x.p }}; /usr/bin/jq -n 1",
+    ],
+)
+def test_jq_does_not_run_beside_a_file_a_value_names_for_a_copier(source) -> None:
+    """Review 38's F1: ``tee``'s or ``cp``'s destination that holds a value
+    (``"$HOME"/{{ x }}`` with ``.jq``, or a bare ``cd`` first) wrote
+    ``~/.jq``, which jq loaded into its program and ran."""
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("jq: this script writes a value to a file" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize("home", ["$HOME", "${HOME}", "~"])
+def test_a_value_may_not_choose_a_file_in_home(home) -> None:
+    """Review 38's F1: the render read ``"$HOME"/'.jq'`` as a relative path;
+    a value may not choose a dot-file of the sandbox's HOME however it is
+    spelled."""
+    from runner.config.templates import is_safe_destination
+
+    assert not is_safe_destination(f"{home}/.jq")
+    assert not is_safe_destination(f"{home}/.bashrc")
+    assert is_safe_destination("out/.jq")
+
+
 def test_a_value_may_not_write_where_the_runners_python_loads_code() -> None:
     """V1: ``x.pth`` in the runner's own site-packages runs in every later
     ``runner`` command."""

@@ -80,7 +80,7 @@ class BesideValuesCheck(ReceiverCheck):
                     words = [self.tree.static(w) for w in resolved.arguments]
                     # > {{ path }}: the value may name ~/.jq, which jq loads into
                     # every program (the twentieth review's G2)
-                    value_named = any(
+                    value_named = self.value_chose_a_copy or any(
                         ("'" + path + "'").encode() in self.by_text for path in self.tainted_paths
                     )
                     allowed = not value_named and not jq_may_load_modules(words, self.tainted_paths)

@@ -173,6 +173,10 @@ class ReceiverCheck(CheckState):
         # jq writes no file whatever its words (its -f file is read: code_operands)
         for word in resolved.arguments if resolved.name not in BUILTINS | {"jq"} else ():
             if self.carries(word):
+                # tee "$HOME"/{{ x }}: a value names the file a copier writes,
+                # which may be ~/.jq, loaded into every jq program (review 38's
+                # F1); the render checks the path, no jq runs beside it
+                self.value_chose_a_copy |= resolved.name in self._COPIERS
                 continue
             path = self.tree.static(word)
             if path is None:

@@ -132,6 +132,8 @@ class CheckState:
         self.content_written = False
         #: strict mode: a consumer may have made a file a value names
         self.value_named_file = False
+        #: a value names (part of) a file a copier writes: ``tee "$HOME"/{{ x }}``
+        self.value_chose_a_copy = False
         #: Commands that got a value as an argument and may have made a file of it.
         self.makers: set[int] = set()
         self.made: set[str] = set()
