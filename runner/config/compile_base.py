@@ -195,15 +195,23 @@ class CompilerBase:
         prints (``if``, ``for``, ``set NAME = ...``, ``{{ }}`` with filters):
         ``{% with %}``, a block ``{% set %}``, ``{% filter %}`` or ``namespace()``
         printed it unmasked in ``env:``, paths and ``write:`` content (review
-        26's B1b); said as a problem, True if so."""
-        untracked = untracked_constructs(template.tree) if template.touches_secret else []
+        26's B1b); nor may one that reads a ``no_leading_option`` input: there
+        ``{% with f = x.f | trim %}{{ f }}`` printed `` +cmd`` trimmed, past
+        the guard (review 38's F2).  Said as a problem, True if so."""
+        guarded = template.touches_secret or template.touches_option_guard
+        untracked = untracked_constructs(template.tree) if guarded else []
+        what_input, why = (
+            ("a secret input", "to mask what the template prints")
+            if template.touches_secret
+            else ("a no_leading_option input", "to check the word it prints")
+        )
         for line, what in untracked[:1]:
             self.problem_in_text(
                 path,
                 _offset_of_line(source, line),
-                f"{what} in a template that reads a secret input: the runner follows a "
-                "secret only through if, for, set NAME = expression and {{ }} with its "
-                "filters, to mask what the template prints; write it with those",
+                f"{what} in a template that reads {what_input}: the runner follows "
+                "it only through if, for, set NAME = expression and {{ }} with its "
+                f"filters, {why}; write it with those",
             )
         return bool(untracked)
 

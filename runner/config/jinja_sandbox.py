@@ -217,9 +217,9 @@ def guard_outputs(
     decided = deciding()
     # A Jinja error names what it looked up: a key read from a secret too
     # (review 27's S2); Template.render hides it then.
-    template.touches_secret = any(
-        g.secret for name in tree.find_all(nodes.Name) for g in guards_of(name)
-    )
+    read = [g for name in tree.find_all(nodes.Name) for g in guards_of(name)]
+    template.touches_secret = any(g.secret for g in read)
+    template.touches_option_guard = options and any(g.options for g in read)
     # The template's own text in a branch a secret chooses, or in a loop a
     # secret decides how often to run, says which way it went (a decoder
     # with no {{ }}: review 29's B1g; a space a time, a count of loops: 30's

@@ -88,6 +88,7 @@ class Template:
         "shell",
         "source",
         "tainted",
+        "touches_option_guard",
         "touches_secret",
         "tree",
     )
@@ -119,6 +120,9 @@ class Template:
         self.reads_secret = False
         #: any name it reads holds a secret input's value (``guard_outputs`` sets it)
         self.touches_secret = False
+        #: any name it reads holds a ``no_leading_option`` input's value, and
+        #: its words go to programs (``guard_outputs`` sets it)
+        self.touches_option_guard = False
         #: the line of its own text in a branch a secret input chooses, or None
         self.secret_chosen_text: int | None = None
         self._compiled: Any = None

@@ -242,3 +242,39 @@ def test_an_at_file_of_options_is_refused_too(tmp_path, steps, value, consumer) 
         tmp_path, steps, value, "@opts", consumer, flag="no_leading_option: true"
     )
     assert "starts with '@'" in stderr
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        # review 38's F2: the guard followed an input through set and for, not
+        # with or a block set, so a trimmed " +cmd" reached the program
+        '- run: touch MARK; vim -es "$F"\n'
+        "  env: {F: '{% with f = x.v | trim %}{{ f }}{% endwith %}'}\n",
+        '- run: touch MARK; vim -es "$F"\n'
+        "  env: {F: '{% set f %}{{ x.v }}{% endset %}{{ f | trim }}'}\n",
+        "- run: touch MARK; ls\n  cwd: '{% with d = x.v | trim %}{{ d }}{% endwith %}'\n",
+        "- save: '{% with d = x.v | trim %}{{ d }}{% endwith %}'\n  to: out.txt\n",
+    ],
+)
+def test_a_construct_the_guard_cannot_follow_is_refused_at_validate(tmp_path, steps) -> None:
+    marker = tmp_path / "ran"
+    path = config(tmp_path, steps.replace("MARK", str(marker)), flag="no_leading_option: true")
+    checked = runner("validate", str(path), cwd=tmp_path)
+    assert checked.returncode == 2, checked.stdout
+    assert "no_leading_option input" in checked.stderr, checked.stderr
+    result, _ = run_json(tmp_path, path, {"v": " +!touch pwned"})
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert not marker.exists(), "the command ran"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_same_constructs_stay_allowed_without_the_flag(tmp_path) -> None:
+    """Only a guarded input makes {% with %} a problem: the guard follows it."""
+    path = config(
+        tmp_path,
+        "- run: echo \"$F\"\n  env: {F: '{% with f = x.v | trim %}{{ f }}{% endwith %}'}\n",
+        flag="required: true",
+    )
+    checked = runner("validate", str(path), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
