@@ -260,6 +260,69 @@ def test_jq_reading_no_chosen_variable_stays_allowed(tmp_path, source, consumers
     assert SECRET not in result.stdout, result
 
 
+#: Review 37's F6: a dump of every variable, or a process's environment read
+#: from /proc, filtered by a value that chooses which variable is printed
+#: (and how: four characters a line passed the scrubber).
+ENVIRONMENT_DUMPS = [
+    "set | grep -o -- {{ x.k }}",
+    "export | grep -o -- {{ x.k }}",
+    "declare | grep -o -- {{ x.k }}",
+    "grep -ao -- {{ x.k }} /proc/self/environ",
+    # (a < opened for a program reads nothing once it runs: bash reads it here)
+    "while read -r -d '' v; do echo \"$v\"; done < /proc/self/environ | grep -o -- {{ x.k }}",
+    "grep -ao -- {{ x.k }} /pro?/self/env*",
+    "cd / && grep -ao -- {{ x.k }} proc/self/environ",
+    "jq -rn --rawfile e /proc/self/environ --arg k {{ x.p }} "
+    "'$e | split(\"\\u0000\")[] | select(startswith($k))'",
+]
+
+
+@pytest.mark.parametrize("consumers", [None, ["grep", "jq"]])
+@pytest.mark.parametrize("source", ENVIRONMENT_DUMPS)
+def test_a_value_may_not_filter_a_dump_of_the_environment(source, consumers) -> None:
+    _, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, consumers=consumers
+    )
+    assert any("[environment-dump]" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize("source", ENVIRONMENT_DUMPS)
+def test_each_dump_prints_the_secret_without_the_check(tmp_path, monkeypatch, source) -> None:
+    monkeypatch.setattr(shell_check, "check_script", lambda *args, **kwargs: [])
+    template = Template(source, True, frozenset({"x"}), _SHELL.parse(source), frozenset())
+    values = {"x": Fields({"k": 'TOKEN=["a-z0-9]*', "p": "TOKEN="})}
+    result = _run(tmp_path, template.render(values))
+    assert SECRET in result.stdout, (source, result)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "readonly | grep -c -- {{ x.k }}",
+        "typeset | grep -c -- {{ x.k }}",
+        "cat -- {{ x.k }} /proc/self/mem",
+        "ln -s /tmp t; wc -c t/*; echo {{ x.k }}",
+    ],
+)
+def test_other_dumps_are_refused_too(source) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any("[environment-dump]" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "grep -c processor /proc/cpuinfo; echo {{ x.k }}",
+        "set -o pipefail; echo {{ x.k }}",
+        "cd out && wc -c src/*; echo {{ x.k }}",
+        'printf "%s\\n" "$HOME" {{ x.k }}',
+    ],
+)
+def test_reading_no_environment_stays_allowed(source) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+
+
 @pytest.mark.parametrize(
     ("run", "consumers"),
     [

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from .code_operands import jq_may_load_modules, jq_program_words
+from .proc_paths import UNQUOTED, may_read_an_environment
 from .programs import (
     FILE_WRITERS,
     STRICT_PROGRAMS,
@@ -33,7 +34,7 @@ from .programs import (
 )
 from .receivers import _WRITING_REDIRECTS, ReceiverCheck, is_running_option
 from .rules import BUILTINS
-from .state import IDENTIFIER, base_name, system_spelling
+from .state import IDENTIFIER, READING_REDIRECTS, base_name, system_spelling
 
 #: Names bash itself changes while a script runs: no fixed text.  (``$PWD``
 #: is fixed until a ``cd``, which ``taint`` records as its definition.)
@@ -219,6 +220,48 @@ class BesideValuesCheck(ReceiverCheck):
                 continue
             if not self.fixed_text(word):
                 self.refuse("computed-word", word, self.text(word)[:40])
+
+    def environment_dumps(self) -> None:
+        """Beside a value, nothing prints every variable or reads a process's
+        environment or memory, where a step's secrets are: the value could
+        choose which one is printed, and how, past the scrubber (review 37's
+        F6: ``set | grep -o -- {{ x }}`` with ``^TOKEN=.\\{4\\}\\|[^=]\\{4\\}``
+        printed a secret four characters a line).  So no ``set``,
+        ``export``, ``declare``, ``typeset``, ``readonly`` or ``local``
+        without names, and no program's word or redirect naming a path under
+        /proc but a system-wide file (``/proc/cpuinfo``); a relative word
+        counts too where the script may leave the working folder (``cd /``,
+        ``cd ..``) or makes links.  In either mode."""
+        self.index = None
+        moves = False
+        words: list[Any] = []
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None or resolved.name is None:
+                continue
+            if resolved.name == "set" and not resolved.arguments:
+                self.refuse("environment-dump", resolved.name_node, "set")
+            if resolved.name in ("cd", "pushd", "popd"):  # out of the workspace?
+                targets = [self.fixed(w) for w in resolved.arguments]
+                moves |= not targets or any(_may_leave(t) for t in targets)
+            moves |= resolved.name == "ln"
+            if resolved.name not in BUILTINS:
+                words.extend(resolved.arguments)
+        for node in self.tree.nodes:
+            if node.type == "declaration_command" and not node.named_children:
+                self.refuse("environment-dump", node, self.text(node)[:20])
+            elif node.type == "file_redirect" and (
+                destination := node.child_by_field_name("destination")
+            ):
+                operator = next((self.text(c) for c in node.children if not c.is_named), "")
+                if operator in READING_REDIRECTS:
+                    words.append(destination)
+        for word in words:
+            if self.carries(word):
+                continue  # a value's path: checked with the value in, at the render
+            text = self.tree.static(word) or UNQUOTED.sub("", self.text(word))
+            if (moves or _may_leave(text)) and may_read_an_environment(text):
+                self.refuse("environment-dump", word, text[:40])
 
     def fixed_text(self, word: Any, seen: frozenset[str] = frozenset()) -> bool:
         """Is ``word`` made of literal text and the expansions of names whose
@@ -429,6 +472,12 @@ class BesideValuesCheck(ReceiverCheck):
         if not system_spelling(spelled):  # ./bin/wc: whatever an earlier step put there
             return f"{spelled[:40]}: {name} by a path outside /bin and /usr/bin"
         return ""
+
+
+def _may_leave(path: str | None) -> bool:
+    """May ``path`` (None: not fixed) lead out of the working folder: absolute,
+    climbing with ``..``, or ``-`` (cd's last folder)?"""
+    return path is None or path.startswith(("/", "~", "-")) or ".." in path.split("/")
 
 
 #: The short options with which a maker names a file it derives from

@@ -118,6 +118,7 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
                 self.interpreters_beside_values()
                 self.jq_programs_fixed()
                 self.computed_words()
+                self.environment_dumps()
                 self.strict_programs_only()
                 self.system_files_written()
                 self.makers_with_unread_names()

@@ -24,6 +24,25 @@ _SEQUENCE = re.compile(r"\{[^{}]*\.\.[^{}]*\}")
 EXPANSION = re.compile(r"\$(?:\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
 
+#: Files under /proc that hold no process's environment, memory or command
+#: line: the ones a script with values may still read (``nproc``-like).
+SYSTEM_PROC_FILES = frozenset(
+    {"cpuinfo", "meminfo", "loadavg", "uptime", "version", "stat", "filesystems", "swaps"}
+)
+
+
+def may_read_an_environment(text: str) -> bool:
+    """Might ``text`` (a word, quotes removed) name a path under /proc other
+    than the system-wide ``SYSTEM_PROC_FILES``: a process's ``environ`` or
+    ``mem`` (where a step's secrets are), a directory above them (for a
+    recursive reader), a pattern?  Spelled as ``names_process_path`` reads
+    it, relative too."""
+    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    if text.startswith("/proc/") and text[len("/proc/") :] in SYSTEM_PROC_FILES:
+        return False
+    return names_process_path(re.sub(r"^/dev/(stdin|fd)", "/dev/x", text.replace("/dev/", "/x/")))
+
+
 def names_process_path(text: str, *, strict: bool = False) -> bool:
     """Might ``text`` (a word, quotes removed) name a path under /proc or
     /dev/fd?  Spelled plainly, or with a component that is ``proc`` or a

@@ -102,6 +102,12 @@ RULES: dict[str, tuple[str, str]] = {
         "(GIT_*, *EDITOR, *PAGER, PYTHON*, PERL5OPT, NODE_OPTIONS, LD_*...)",
         "use another variable name",
     ),
+    "environment-dump": (
+        "beside a command that prints every variable (set, export, declare with no "
+        "names) or reads a process's environment or memory under /proc, where a "
+        "step's secrets are: a value could choose which is printed, and how",
+        'print the variables you need by name ("$NAME"), or read /proc in a step without values',
+    ),
     "declaration": (
         "a declaration (declare, typeset, local, export, readonly) with a value "
         "or with options (declare -n, -i, export -f, local -a...)",
