@@ -387,41 +387,42 @@ capture_streamed() {
 }
 
 # relay ID STREAM OUT: stdin to stdout as it comes (one read at a time: dd
-# without fullblock), each piece also offered to the writer, which sends it
-# in an output frame (`chunk`).  One piece waits for the writer at a time,
-# in OUT.c; what arrives meanwhile gathers in OUT.b, up to 64 KiB: more,
-# and OUT.b is dropped (the next frame says gap: true, so the runner drops
-# the line it cut), so a command is never slowed by the runner's progress.
+# without fullblock), each piece also offered to the writer at once, in a
+# file of its own (OUT.cN) and a note: the writer sends it in an output
+# frame (`chunk`) and removes the file.  The pieces not sent yet hold 64 KiB
+# and 64 pieces at most: one more is dropped (the next frame says gap: true,
+# so the runner drops the line it cut), so a command is never slowed by the
+# runner's progress.  No piece waits for a later one: one that came while
+# the writer still sent the last once waited in a buffer for the command's
+# next output, so a quiet command's last line showed only when it ended.
 # A piece goes to stdout (the capture) through tee, before it is stored:
 # where it cannot be stored (the tmpfs full), the capture still gets every
 # byte, and the rest passes through unstreamed.
 relay() {
-    gap=false held=0
-    : >"$3.b" || exec cat
+    gap=false n=0 queued=
+    : >"$3.i" || exec cat
     while :; do
         LC_ALL=C dd bs=65536 count=1 2>/dev/null | tee "$3.i" || exec cat
         size=$(($(wc -c <"$3.i")))
-        if [ "$size" -gt 0 ]; then
-            if [ $((held + size)) -gt 65536 ]; then
-                : >"$3.b"
-                held=0 gap=true
-            fi
-            if cat "$3.i" >>"$3.b"; then
-                held=$((held + size))
-            else  # cut short: never sent, so no line is made of pieces apart
-                : >"$3.b"
-                held=0 gap=true
-            fi
-        elif [ "$held" -gt 0 ]; then  # the end: the last piece, once the writer took the last
-            while [ -e "$3.c" ]; do sleep 0.01; done
-        fi
-        if [ "$held" -gt 0 ] && [ ! -e "$3.c" ]; then
-            mv "$3.b" "$3.c"
-            note "$1" chunk "$2" "$held" "$gap" "$3.c"
-            : >"$3.b"
-            gap=false held=0
-        fi
         [ "$size" -gt 0 ] || break
+        held=0 count=0 still=
+        for piece in $queued; do # FILE:SIZE of each piece offered, while not sent
+            [ -e "${piece%:*}" ] || continue
+            held=$((held + ${piece##*:})) count=$((count + 1)) still="$still $piece"
+        done
+        queued=$still
+        if [ $((held + size)) -gt 65536 ] || [ "$count" -ge 64 ]; then
+            gap=true # dropped: the next piece offered says so
+            continue
+        fi
+        n=$((n + 1))
+        if ! mv "$3.i" "$3.c$n"; then
+            gap=true
+            continue
+        fi
+        queued="$queued $3.c$n:$size"
+        note "$1" chunk "$2" "$size" "$gap" "$3.c$n"
+        gap=false
     done
 }
 
