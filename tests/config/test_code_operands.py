@@ -272,6 +272,9 @@ ENVIRONMENT_DUMPS = [
     "while read -r -d '' v; do echo \"$v\"; done < /proc/self/environ | grep -o -- {{ x.k }}",
     "grep -ao -- {{ x.k }} /pro?/self/env*",
     "cd / && grep -ao -- {{ x.k }} proc/self/environ",
+    # review 40's F3 and F4: /dev/fd/.. is /proc/self; a jq with no value dumps
+    "cat /dev/fd/../environ | tr '\\0' '\\n' | grep -o -- {{ x.k }}",
+    "jq -rn 'env | to_entries[] | \"\\(.key)=\\(.value)\"' | grep -o -- {{ x.k }}",
     "jq -rn --rawfile e /proc/self/environ --arg k {{ x.p }} "
     "'$e | split(\"\\u0000\")[] | select(startswith($k))'",
 ]

@@ -146,6 +146,36 @@ def test_a_static_destination_spelled_with_a_variable_is_refused() -> None:
         assert any("/etc" in p.message for p in problems), (source, problems)
 
 
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        # review 40's F2: /dev/fd is /proc/self/fd, so /dev/fd/.. is /proc/self
+        ("printf '%s\\n' {{ x.p }} > /dev/fd/../root/etc/ld.so.preload", "/proc/self/root"),
+        ("printf '%s\\n' {{ x.p }} | tee /dev/fd/../root/etc/profile.d/x.sh", "/proc/self/root"),
+        ("cd /dev; printf '%s\\n' {{ x.p }} > fd/../root/etc/x.conf", "cd into /dev or /proc"),
+        ("ln -s /dev/fd d; printf '%s\\n' {{ x.p }} > d/../root/etc/a", "a link to /dev or /proc"),
+        # review 40's F1: after cd /dev or a link to /dev/fd, stdin is jq's stdin
+        ("cd /dev\njq -rn -f stdin <<< {{ x.p }}", "cd into /dev or /proc"),
+        ("ln -s /dev/fd d\njq -rn -f d/0 <<< {{ x.p }}", "a link to /dev or /proc"),
+        ("cd /\njq -rn -f dev/stdin <<< {{ x.p }}", "jq's -f file dev/stdin"),
+    ],
+)
+def test_dev_links_into_proc_are_read_as_the_kernel_reads_them(source, said) -> None:
+    _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert any(said in p.message for p in problems), problems
+
+
+def test_descriptors_stay_writable_beside_a_value() -> None:
+    for source in (
+        "echo {{ x.p }} > /dev/stderr",
+        "echo {{ x.p }} | tee /dev/stderr",
+        "exec 3> out.txt; echo {{ x.p }} > /dev/fd/3",
+        "cd out && echo {{ x.p }} > log.txt",
+    ):
+        _, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+        assert problems == [], (source, problems)
+
+
 def test_a_secret_is_not_read_through_a_variable_by_the_installed_cli(tmp_path: Path) -> None:
     """G1 end to end: without the check, ``od -c`` prints the secret one
     character at a time, past the scrubber."""

@@ -608,6 +608,10 @@ def test_a_link_or_copy_of_a_secret_files_directory_or_of_proc_is_tracked() -> N
         ("fold -w {{ x.k }} npmrc.txt", True),
         ("cat npmrc.txt | fold -w {{ x.k }}", True),
         ("fold -w {{ x.k }} < npmrc.txt", True),
+        # review 40's F5: the redirect on a group around it, or an exec's descriptor
+        ("{ fold -w {{ x.k }}; } < npmrc.txt", True),
+        ("exec 3< npmrc.txt\nfold -w {{ x.k }} <&3", True),
+        ("if true; then fold -w {{ x.k }}; fi < npmrc.txt", True),
         ("cat npmrc.txt > /dev/null && echo {{ x.k }}", False),
         ("fold -w {{ x.k }} notes.txt", False),
     ],

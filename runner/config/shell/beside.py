@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .code_operands import jq_may_load_modules, jq_program_words
-from .proc_paths import UNQUOTED, may_read_an_environment
+from .code_operands import jq_environment_read, jq_may_load_modules, jq_program_words
+from .proc_paths import UNQUOTED, component_may_be, may_read_an_environment, through_dev_links
 from .programs import (
     FILE_WRITERS,
     STRICT_PROGRAMS,
@@ -158,6 +158,7 @@ class BesideValuesCheck(ReceiverCheck):
         self.index = None
         refused = {(f.line, f.column) for f in self.findings}
         written: set[str | None] | None = None
+        leaves: bool | None = None
         for command in self.commands:
             resolved = self.resolve_quietly(command)
             if resolved is None or resolved.name != "jq":
@@ -176,7 +177,10 @@ class BesideValuesCheck(ReceiverCheck):
                 if text.startswith("--"):  # --from-file=FILE
                     text = text.split("=", 1)[1]
                 parts = text.split("/")
-                if text == "-" or text.startswith("/") or ".." in parts:
+                if leaves is None:
+                    leaves = self.leaves_the_workspace()
+                if text == "-" or text.startswith("/") or ".." in parts or leaves:
+                    # after cd /dev, stdin is /dev/stdin (review 40's F1)
                     # /dev/stdin, /dev/fd/3, /proc/self/fd/0 read what a
                     # redirect or a pipe feeds jq (review 36's F1, F2)
                     self.refuse("code-operand", word, f"jq's {role} {text}: name a file here")
@@ -233,7 +237,7 @@ class BesideValuesCheck(ReceiverCheck):
         counts too where the script may leave the working folder (``cd /``,
         ``cd ..``) or makes links.  In either mode."""
         self.index = None
-        moves = False
+        moves = self.leaves_the_workspace()
         words: list[Any] = []
         for command in self.commands:
             resolved = self.resolve_quietly(command)
@@ -241,10 +245,14 @@ class BesideValuesCheck(ReceiverCheck):
                 continue
             if resolved.name == "set" and not resolved.arguments:
                 self.refuse("environment-dump", resolved.name_node, "set")
-            if resolved.name in ("cd", "pushd", "popd"):  # out of the workspace?
-                targets = [self.fixed(w) for w in resolved.arguments]
-                moves |= not targets or any(_may_leave(t) for t in targets)
-            moves |= resolved.name == "ln"
+            if resolved.name in ("cd", "pushd", "ln"):
+                self.into_dev(resolved, moves)
+            if resolved.name == "jq":
+                # jq -n env | grep -o -- {{ x }}: jq gets no value, the dump
+                # does (review 40's F4)
+                found = jq_environment_read(resolved.arguments, self.fixed)
+                if found is not None:
+                    self.refuse("environment-dump", found[0], f"jq {found[1]}")
             if resolved.name not in BUILTINS:
                 words.extend(resolved.arguments)
         for node in self.tree.nodes:
@@ -262,6 +270,41 @@ class BesideValuesCheck(ReceiverCheck):
             text = self.tree.static(word) or UNQUOTED.sub("", self.text(word))
             if (moves or _may_leave(text)) and may_read_an_environment(text):
                 self.refuse("environment-dump", word, text[:40])
+
+    def leaves_the_workspace(self) -> bool:
+        """May a relative name of this script lead out of the working folder:
+        a ``cd``, ``pushd`` or ``popd`` that may (``_may_leave``), or any
+        ``ln`` (a link may point anywhere)?"""
+        for command in self.commands:
+            resolved = self.resolve_quietly(command)
+            if resolved is None:
+                continue
+            if resolved.name in ("cd", "pushd", "popd"):
+                targets = [self.fixed(w) for w in resolved.arguments if self.fixed(w) != "--"]
+                if not targets or any(_may_leave(t) for t in targets):
+                    return True
+            elif resolved.name == "ln":
+                return True
+        return False
+
+    def into_dev(self, resolved: Any, moves: bool) -> None:
+        """No ``cd`` into /dev, nor a link to /dev or /proc, beside a value:
+        there ``stdin``, ``fd/0`` and ``fd/../environ`` are /proc's, under
+        names no check reads as such (``cd /dev; jq -f stdin``, ``ln -s
+        /dev/fd d; jq -f d/0``: review 40's F1).  A relative folder counts
+        where the script may have left the working folder."""
+        for word in resolved.arguments:
+            if self.carries(word):
+                continue  # a value's folder: judged at the render
+            text = through_dev_links(self.tree.static(word) or UNQUOTED.sub("", self.text(word)))
+            parts = [p for p in text.split("/") if p not in ("", ".")]
+            if text.startswith("/"):
+                parts = parts[:1]
+            elif resolved.name == "ln" or not moves:
+                continue
+            if any(component_may_be("dev", p) or component_may_be("proc", p) for p in parts):
+                what = "a link to" if resolved.name == "ln" else f"{resolved.name} into"
+                self.refuse("file-flow", word, f"{what} /dev or /proc")
 
     def fixed_text(self, word: Any, seen: frozenset[str] = frozenset()) -> bool:
         """Is ``word`` made of literal text and the expansions of names whose

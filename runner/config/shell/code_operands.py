@@ -118,6 +118,26 @@ def jq_program_words(words: list[Any], fixed: Any) -> list[tuple[Any, str]]:
     return found
 
 
+def jq_environment_read(words: list[Any], fixed: Any) -> tuple[Any, str] | None:
+    """The first fixed word of a jq command line (outside ``--arg``'s and
+    the like) that reads the environment (``$ENV``, ``env``) but as a fixed
+    ``$ENV.NAME``, with the token found; or None."""
+    position = 0
+    while position < len(words):
+        word = words[position]
+        position += 1
+        text = fixed(word)
+        if text is None:
+            continue
+        if text in _JQ_TWO_WORDS:
+            position += 2  # a name, then a value or a file: no filter
+            continue
+        found = _JQ_ENVIRONMENT.search(_JQ_FIXED_VARIABLE.sub("", text))
+        if found is not None:
+            return word, found.group(0)
+    return None
+
+
 class CodeOperandsCheck(ReceiverCheck):
     """Where a data program reads code, no value stands (default mode)."""
 
@@ -140,25 +160,15 @@ class CodeOperandsCheck(ReceiverCheck):
         literal word outside ``--arg``'s and the like reads ``$ENV`` or
         ``env`` but as a fixed ``$ENV.NAME`` (``$ENV[$k]``, ``env | .[$k]``,
         ``$ENV | to_entries`` print a secret a value chose, transformed)."""
-        words = resolved.arguments
-        position = 0
-        while position < len(words):
-            word = words[position]
-            position += 1
-            text = self.fixed(word)
-            if text is None:
-                continue
-            if text in _JQ_TWO_WORDS:
-                position += 2  # a name, then a value or a file: no filter
-                continue
-            found = _JQ_ENVIRONMENT.search(_JQ_FIXED_VARIABLE.sub("", text))
-            if found is not None:
-                raise Refused(
-                    "code-operand",
-                    word,
-                    f"jq's filter reads the environment ({found.group(0)}) beside a value: "
-                    "read a fixed variable, $ENV.HOME",
-                )
+        found = jq_environment_read(resolved.arguments, self.fixed)
+        if found is not None:
+            word, token = found
+            raise Refused(
+                "code-operand",
+                word,
+                f"jq's filter reads the environment ({token}) beside a value: "
+                "read a fixed variable, $ENV.HOME",
+            )
 
     def jq_words(self, resolved: Command, via: str) -> None:
         """Read jq's words as jq does; refuse a value where jq reads code, and

@@ -10,6 +10,7 @@ functions over text: ``receivers`` judges the commands that name them.
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 
 from .tree import GLOB
@@ -31,16 +32,56 @@ SYSTEM_PROC_FILES = frozenset(
 )
 
 
+#: /dev's links into /proc (Debian's udev and Docker make the same):
+#: ``/dev/fd/..`` is ``/proc/self`` to the kernel (review 40).
+_DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+    "core": "/proc/kcore",
+}
+#: A descriptor, or the list of them: what /dev/fd names (not an environment).
+_DESCRIPTOR = re.compile(r"/proc/[^/]+/fd(/[0-9]+)?")
+
+
+def through_dev_links(text: str) -> str:
+    """``text`` (a path, quotes removed) with a leading link of /dev spelled
+    as the /proc path it is, so that ``..`` after it climbs where the kernel
+    climbs: ``/dev/fd/../root/etc`` is ``/proc/self/root/etc`` (``/etc``),
+    not ``/dev/root/etc``; a pattern that may match a link counts as one."""
+    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    parts = text.split("/")
+    if len(parts) > 2 and parts[0] == "" and component_may_be("dev", parts[1]):
+        for name, target in _DEV_LINKS.items():
+            if component_may_be(name, parts[2]):
+                return "/".join([target, *parts[3:]])
+    return text
+
+
+def is_descriptor(path: str) -> bool:
+    """Is ``path`` (normalized, through /dev's links) one descriptor of a
+    process, or their list (``/proc/self/fd/3``: ``/dev/fd/3``, ``/dev/stderr``)?"""
+    return _DESCRIPTOR.fullmatch(path) is not None
+
+
 def may_read_an_environment(text: str) -> bool:
     """Might ``text`` (a word, quotes removed) name a path under /proc other
-    than the system-wide ``SYSTEM_PROC_FILES``: a process's ``environ`` or
-    ``mem`` (where a step's secrets are), a directory above them (for a
-    recursive reader), a pattern?  Spelled as ``names_process_path`` reads
-    it, relative too."""
-    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    than the system-wide ``SYSTEM_PROC_FILES`` and a descriptor: a process's
+    ``environ`` or ``mem`` (where a step's secrets are), a directory above
+    them (for a recursive reader), a pattern?  Spelled as
+    ``names_process_path`` reads it, relative too, and through /dev's links
+    (``/dev/fd/../environ``: review 40's F3)."""
+    text = through_dev_links(text)
+    if GLOB.search(text) is None and "$" not in text and text.startswith("/"):
+        text = posixpath.normpath(text)
+        if is_descriptor(text):
+            return False
     if text.startswith("/proc/") and text[len("/proc/") :] in SYSTEM_PROC_FILES:
         return False
-    return names_process_path(re.sub(r"^/dev/(stdin|fd)", "/dev/x", text.replace("/dev/", "/x/")))
+    if re.match(r"/dev/(stdin|fd)(/|$)", text):
+        return False  # a descriptor, as a pattern: /dev/f?/3
+    return names_process_path(text)
 
 
 def names_process_path(text: str, *, strict: bool = False) -> bool:
@@ -54,7 +95,7 @@ def names_process_path(text: str, *, strict: bool = False) -> bool:
     expansion beside other text in a component may complete any name
     (``p=/pr; "${p}oc"``, the fifteenth review); in strict mode any
     component that holds an expansion may be anything."""
-    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    text = through_dev_links(text)
     if _PROCESS_TEXT.search(text):
         return True
     parts = text.split("/")

@@ -22,10 +22,21 @@ _WORDS = frozenset({"word", "string", "raw_string", "concatenation", "number"})
 
 def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[str]:
     """The fixed words (quotes removed) of each command of ``script``, with its
-    pipeline and redirects, whose text holds one of ``sentinels``."""
+    pipeline and redirects, whose text holds one of ``sentinels``; and of
+    the redirects around it (``{ fold -w {{ w }}; } < npmrc.txt``) and of
+    every ``exec``'s (``exec 3< npmrc.txt``, then ``<&3``: review 40's F5)."""
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
     seen: set[int] = set()
+    holds_value = False
+
+    def words_of(node: object) -> None:
+        for part in tree.subtree(node):
+            if part.type in _WORDS and tree.parent(part).type not in _WORDS:
+                fixed = tree.static(part)
+                if fixed is not None:
+                    found.append(fixed)
+
     for node in tree.nodes:
         if node.type != "command":
             continue
@@ -39,9 +50,20 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
         text = tree.text(unit)
         if not any(sentinel in text for sentinel in sentinels):
             continue
-        for part in tree.subtree(unit):
-            if part.type in _WORDS and tree.parent(part).type not in _WORDS:
-                fixed = tree.static(part)
-                if fixed is not None:
-                    found.append(fixed)
+        holds_value = True
+        words_of(unit)
+        while parent is not None:  # the redirects of every statement around it
+            if parent.type == "redirected_statement":
+                for redirect in parent.children:
+                    if redirect.type.endswith("_redirect"):
+                        words_of(redirect)
+            parent = tree.parent(parent)
+    if holds_value:
+        for node in tree.nodes:  # exec's descriptors stay open for the whole script
+            name = node.child_by_field_name("name") if node.type == "command" else None
+            if name is not None and tree.static(name) == "exec":
+                redirected = tree.parent(node)
+                if redirected is not None and redirected.type == "redirected_statement":
+                    words_of(redirected)
+                words_of(node)
     return found

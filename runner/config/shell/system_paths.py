@@ -13,9 +13,8 @@ text, as bash would expand it; ``beside`` judges the commands.
 from __future__ import annotations
 
 import posixpath
-import re
 
-from .proc_paths import EXPANSION, component_may_be
+from .proc_paths import EXPANSION, component_may_be, is_descriptor, through_dev_links
 
 #: The top-level directories where the system finds code (``lib*`` as a
 #: pattern: ``lib32``, ``lib64``, ``libx32``).
@@ -37,11 +36,13 @@ def names_system_path(text: str) -> bool:
     ``/`` itself?  An expansion left in it may be any text: beside other
     text in the first component it completes any name (``/e${x}tc``), and
     as the whole first component it may be any directory (``/$d/x``)."""
-    text = re.sub(r"/(\./)+", "/", re.sub(r"/{2,}", "/", text))
+    text = through_dev_links(text)  # /dev/fd/../root/etc is /etc (review 40's F2)
     if not text.startswith("/"):
         return False
     if "$" not in text and "*" not in text and "?" not in text and "[" not in text:
         text = posixpath.normpath(text)
+        if is_descriptor(text):
+            return False  # > /dev/stderr, /dev/fd/3: a descriptor the script holds
     parts = [part for part in text.split("/") if part not in ("", ".")]
     if not parts:
         return True  # "/": every relative name after it is a system path
@@ -81,7 +82,7 @@ def names_program_directory(path: str, search_path: str, home: str) -> bool:
     (``~/.bashrc``, ``~/.local/lib/.../site-packages``, ``~/.config``)?"""
     if not path.startswith("/"):
         return False
-    path = posixpath.normpath(re.sub(r"/{2,}", "/", path))
+    path = posixpath.normpath(through_dev_links(path))
     for directory in search_path.split(":"):
         if directory.startswith("/") and _inside(path, posixpath.normpath(directory)):
             return True

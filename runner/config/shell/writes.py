@@ -22,7 +22,7 @@ from typing import Any
 
 from .held_text import HeldTextCheck
 from .planted import PlantedNamesCheck
-from .proc_paths import EXPANSION, UNQUOTED
+from .proc_paths import EXPANSION, UNQUOTED, through_dev_links
 from .programs import FILE_WRITERS
 from .receivers import ReceiverCheck
 from .rules import BUILTINS
@@ -339,7 +339,9 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
 
 
 def _shown(path: str) -> str:
-    """``path`` as the message shows it: ``//etc/./x`` as ``/etc/x``."""
+    """``path`` as the message shows it: ``//etc/./x`` as ``/etc/x``,
+    ``/dev/fd/../root/etc/x`` as ``/proc/self/root/etc/x``."""
+    path = through_dev_links(path)
     if path.startswith("/") and not any(c in path for c in "$*?[{"):
         return "/" + posixpath.normpath(path).lstrip("/")
     return path
