@@ -35,8 +35,10 @@ def relay_script() -> str:
     source = helper_source("exec_helper.sh")
     note = re.search(r"^note\(\) \{.*\}\n", source, re.M)
     relay = re.search(r"^relay\(\) \{\n.*?^\}\n", source, re.S | re.M)
-    assert note is not None and relay is not None
-    return "set -f\n" + note.group(0) + relay.group(0) + 'relay 7 stdout "$1" 3>"$2" >/dev/null\n'
+    room = re.search(r"^room\(\) \{\n.*?^\}\n", source, re.S | re.M)
+    assert note is not None and relay is not None and room is not None
+    functions = note.group(0) + relay.group(0) + room.group(0)
+    return "set -f\n" + functions + 'relay 7 stdout "$1" 3>"$2" >/dev/null\n'
 
 
 class Notes:
@@ -94,36 +96,71 @@ def test_a_piece_that_comes_while_the_last_is_sent_is_offered_at_once(
         os.close(notes.fd)
 
 
-def test_pieces_the_writer_cannot_take_are_dropped_and_the_next_says_so(tmp_path: Path) -> None:
-    """A writer that sends nothing: at most 64 KiB wait, then pieces are
-    dropped, and the first offered after a drop says ``gap: true`` (the
-    runner drops the line it cut); the command is never held up."""
+def start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Notes]:
     fifo = tmp_path / "notes"
     os.mkfifo(fifo)
     process = subprocess.Popen(
         ["dash", "-c", relay_script(), "sh", str(tmp_path / "out"), str(fifo)],
         stdin=subprocess.PIPE,
     )
-    notes = Notes(fifo)
+    return process, Notes(fifo)
+
+
+def write(process: subprocess.Popen[bytes], data: bytes) -> None:
+    assert process.stdin is not None
+    process.stdin.write(data)
+    process.stdin.flush()
+
+
+def test_what_the_writer_cannot_take_yet_waits_and_past_64_kib_the_oldest_goes(
+    tmp_path: Path,
+) -> None:
+    """A writer that sends nothing: 64 KiB are offered, the next wait, and
+    once what waits would pass 64 KiB the oldest of it is dropped; the
+    piece offered after a drop says ``gap: true`` (the runner drops the line
+    it cut).  The command is never held up."""
+    process, notes = start(tmp_path)
     try:
-        assert process.stdin is not None
         offered = []
-        for _ in range(3):  # 3 x 30000 bytes: the third would pass 64 KiB
-            process.stdin.write(b"x" * 29999 + b"\n")
-            process.stdin.flush()
-            note = notes.next(2)
+        for _ in range(5):  # 2 offered, 2 wait, the fifth drops those two
+            write(process, b"x" * 29999 + b"\n")
+            note = notes.next(1)
             if note is not None:
                 offered.append(note)
-            time.sleep(0.2)
         assert [n[3] for n in offered] == ["30000", "30000"], offered
         for note in offered:
             os.remove(note[5])  # sent, at last
-        process.stdin.write(b"after\n")
-        process.stdin.flush()
+        write(process, b"after\n")
         after = notes.next(5)
-        assert after is not None and after[3:5] == ["6", "true"], after
+        assert after is not None and after[3:5] == ["30006", "true"], after
+        assert Path(after[5]).read_bytes() == b"x" * 29999 + b"\nafter\n"
     finally:
         if process.stdin is not None:
             process.stdin.close()
         process.wait(timeout=10)
+        os.close(notes.fd)
+
+
+def test_the_last_piece_waits_for_the_writer_at_the_end(tmp_path: Path) -> None:
+    """Output that ends while the writer is behind: its last piece is offered
+    once the writer has room, before the relay ends (the answer comes after
+    it), not dropped: ``echo tail`` after 3 MB of output showed (the
+    streamed-result test caught a relay that dropped it)."""
+    process, notes = start(tmp_path)
+    try:
+        write(process, b"y" * 39999 + b"\n")
+        first = notes.next(1)
+        assert first is not None and first[3] == "40000", first
+        write(process, b"y" * 39999 + b"\n")
+        assert notes.next(1) is None  # 80,000 bytes would pass 64 KiB: it waits
+        write(process, b"tail\n")
+        assert process.stdin is not None
+        process.stdin.close()
+        assert notes.next(0.5) is None  # no room yet
+        assert process.poll() is None  # the relay waits for the writer
+        os.remove(first[5])
+        last = notes.next(5)
+        assert last is not None and Path(last[5]).read_bytes() == b"y" * 39999 + b"\ntail\n"
+        assert process.wait(timeout=10) == 0
+    finally:
         os.close(notes.fd)

@@ -389,41 +389,75 @@ capture_streamed() {
 # relay ID STREAM OUT: stdin to stdout as it comes (one read at a time: dd
 # without fullblock), each piece also offered to the writer at once, in a
 # file of its own (OUT.cN) and a note: the writer sends it in an output
-# frame (`chunk`) and removes the file.  The pieces not sent yet hold 64 KiB
-# and 64 pieces at most: one more is dropped (the next frame says gap: true,
-# so the runner drops the line it cut), so a command is never slowed by the
-# runner's progress.  No piece waits for a later one: one that came while
-# the writer still sent the last once waited in a buffer for the command's
-# next output, so a quiet command's last line showed only when it ended.
+# frame (`chunk`) and removes the file.  The pieces offered and not sent yet
+# hold 64 KiB and 64 pieces at most; what comes meanwhile waits in OUT.b,
+# offered as soon as there is room (with the next piece, or at the end), and
+# past 64 KiB the oldest of it is dropped (the next frame says gap: true, so
+# the runner drops the line it cut): a command is never slowed by the
+# runner's progress.  While there is room, no piece waits for a later one:
+# the relay once kept one piece in flight, and a piece that came while the
+# writer sent the last waited for the command's next output, so a quiet
+# command's last line showed only when it ended.
 # A piece goes to stdout (the capture) through tee, before it is stored:
 # where it cannot be stored (the tmpfs full), the capture still gets every
 # byte, and the rest passes through unstreamed.
 relay() {
-    gap=false n=0 queued=
-    : >"$3.i" || exec cat
+    gap=false n=0 queued= waiting=0
+    : >"$3.b" || exec cat
     while :; do
         LC_ALL=C dd bs=65536 count=1 2>/dev/null | tee "$3.i" || exec cat
         size=$(($(wc -c <"$3.i")))
-        [ "$size" -gt 0 ] || break
-        held=0 count=0 still=
-        for piece in $queued; do # FILE:SIZE of each piece offered, while not sent
-            [ -e "${piece%:*}" ] || continue
-            held=$((held + ${piece##*:})) count=$((count + 1)) still="$still $piece"
+        if [ "$size" -gt 0 ]; then
+            room
+            if [ "$waiting" -eq 0 ] && [ $((held + size)) -le 65536 ] && [ "$count" -lt 64 ]; then
+                n=$((n + 1))
+                if mv "$3.i" "$3.c$n"; then
+                    queued="$queued $3.c$n:$size"
+                    note "$1" chunk "$2" "$size" "$gap" "$3.c$n"
+                    gap=false
+                else
+                    gap=true
+                fi
+                continue
+            fi
+            if [ $((waiting + size)) -gt 65536 ]; then # the oldest that waits goes
+                : >"$3.b"
+                waiting=0 gap=true
+            fi
+            if cat "$3.i" >>"$3.b"; then
+                waiting=$((waiting + size))
+            else # cut short: never sent, so no line is made of pieces apart
+                : >"$3.b"
+                waiting=0 gap=true
+            fi
+        fi
+        while [ "$waiting" -gt 0 ]; do # what waits, once the writer has room
+            room
+            if [ $((held + waiting)) -le 65536 ] && [ "$count" -lt 64 ]; then
+                n=$((n + 1))
+                mv "$3.b" "$3.c$n" && : >"$3.b"
+                queued="$queued $3.c$n:$waiting"
+                note "$1" chunk "$2" "$waiting" "$gap" "$3.c$n"
+                waiting=0 gap=false
+            elif [ "$size" -gt 0 ]; then
+                break # the command goes on: offered with its next piece
+            else
+                sleep 0.01 # the end: its last piece waits for the writer
+            fi
         done
-        queued=$still
-        if [ $((held + size)) -gt 65536 ] || [ "$count" -ge 64 ]; then
-            gap=true # dropped: the next piece offered says so
-            continue
-        fi
-        n=$((n + 1))
-        if ! mv "$3.i" "$3.c$n"; then
-            gap=true
-            continue
-        fi
-        queued="$queued $3.c$n:$size"
-        note "$1" chunk "$2" "$size" "$gap" "$3.c$n"
-        gap=false
+        [ "$size" -gt 0 ] || break
     done
+}
+
+# room: the bytes (held) and pieces (count) a relay offered that the writer
+# has not sent yet (it removes each file it sent)
+room() {
+    held=0 count=0 still=
+    for piece in $queued; do # FILE:SIZE
+        [ -e "${piece%:*}" ] || continue
+        held=$((held + ${piece##*:})) count=$((count + 1)) still="$still $piece"
+    done
+    queued=$still
 }
 
 # plan OUT CAP HEAD_SIZE TAIL_SIZE STATUS: what `stream` sends of a captured
