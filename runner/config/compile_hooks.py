@@ -42,6 +42,30 @@ class HooksCompiler(CompilerBase):
             else frozenset()
         )
 
+    def refuse_backslash_locales(self, path: JsonPath, spec: Mapping[str, Any]) -> None:
+        """Beside a value, no ``LC_ALL``, ``LC_CTYPE`` or ``LANG`` (the step's
+        ``env:`` or the environment's) may name a locale whose characters may
+        end in a backslash byte: bash would read the script's quotes apart
+        from the checker (review 39's F3: ``中\\'`` under ``zh_TW.BIG5``)."""
+        from .shell.variables import LOCALE_NAMES, reads_backslash_as_a_trail_byte
+
+        agent = self.data.get("agent")
+        environment = agent.get("environment") if isinstance(agent, dict) else None
+        outer = environment.get("env") if isinstance(environment, dict) else None
+        places = [((*path, "env"), spec.get("env")), (("agent", "environment", "env"), outer)]
+        for where, env in places:
+            if not isinstance(env, dict):
+                continue
+            for name in sorted(LOCALE_NAMES & set(env)):
+                value = env[name]
+                if isinstance(value, str) and reads_backslash_as_a_trail_byte(value):
+                    self.problem(
+                        (*where, name),
+                        f"{name}={value} beside a value: in this locale a character may end "
+                        "in a backslash byte, and bash would read the script's quotes apart "
+                        "from the check; use a UTF-8 locale (C.UTF-8)",
+                    )
+
     def compile_step(self, path: JsonPath, spec: Mapping[str, Any]) -> tuple[Step | None, list]:
         label = spec.get("name")
         templates: list[Template | None] = []
@@ -77,6 +101,8 @@ class HooksCompiler(CompilerBase):
                 # and the environment's env: (the twelfth review)
                 exported=frozenset(env) | set(spec.get("secrets") or {}) | self.environment_env(),
             )
+            if command is not None and not command.is_static:
+                self.refuse_backslash_locales(path, spec)
             templates = [command, *env.values(), cwd] if cwd else [command, *env.values()]
             secret_env = dict(spec.get("secrets") or {})
             known = all(

@@ -62,6 +62,9 @@ PAYLOADS = {
     "grep-env": "touch CANARY_XZGREP; grep",
     "ansi": "\\'$(touch CANARY_ANSI)\" #",
     "prompt": "$(touch CANARY_PROMPT)",
+    "brace": "}; touch CANARY_BRACE #",
+    "regex": " ]]; touch CANARY_REGEX #",
+    "arith-close": ")); touch CANARY_ARITH_CLOSE #",
 }
 
 #: The thirteenth review's readers of the script's own text: the first line
@@ -223,6 +226,14 @@ FLOWS = [
     ("review37", "echo price: $\\\n{{ x.ansi }}", ()),
     ("review37", 't={{ x.prompt }}\necho "t: $\\\n{t@P}"', ()),
     ("review37", 'm={{ x.cmd }}\necho "m: $\\\n(eval $m)"', ()),
+    # review 39: a quote or an escape tree-sitter keeps as text in a ${ }
+    # operand or an =~ pattern, and a # it reads as a comment in arithmetic,
+    # open or end a quote for bash: the value's word is no longer one
+    ("review39", 'echo "${x%a"}" } {{ x.prompt }} # "', ()),
+    ("review39", "echo ${x/'a} } {{ x.brace }} # '", ()),
+    ("review39", 'echo "${x:-/\\}" {{ x.prompt }} "}"', ()),
+    ("review39", "[[ a =~ '$ ]] && echo {{ x.regex }} #' ]]", ()),
+    ("review39", "(( 1 #'\n)); echo {{ x.arith_close }} #'\n# ))", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)
@@ -927,3 +938,33 @@ def test_which_destinations_a_value_may_choose(path: str, safe: bool, monkeypatc
     monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin")
     monkeypatch.setenv("HOME", "/home/user")
     assert is_safe_destination(path) is safe
+
+
+@pytest.mark.parametrize(
+    ("where", "locale", "refused"),
+    [
+        ("step", "zh_TW.BIG5", True),
+        ("step", "zh_TW", True),
+        ("environment", "zh_CN.GBK", True),
+        ("step", "ja_JP.SJIS", True),
+        ("step", "C.UTF-8", False),
+        ("environment", "en_US.UTF-8", False),
+    ],
+)
+def test_a_locale_that_reads_a_backslash_as_a_trail_byte_is_refused_beside_values(
+    tmp_path: Path, where: str, locale: str, refused: bool
+) -> None:
+    """Review 39's F3: under BIG5, bash reads the bytes of 中 and the next
+    backslash as two characters, so ``echo 中\\' ; echo {{ x }} #'`` runs the
+    value as code while the checker read an escaped quote."""
+    env = {"LC_ALL": locale}
+    extra = {"env": env} if where == "step" else {"environment": {"env": env}}
+    path = one_step_agent(tmp_path, "echo 中\\' ; echo {{ x.v }} #'", **extra)
+    result = subprocess.run(
+        [*RUNNER_CLI, "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
+    if refused:
+        assert result.returncode == 2, result.stdout
+        assert "backslash byte" in result.stderr and "LC_ALL" in result.stderr, result.stderr
+    else:
+        assert result.returncode == 0, result.stderr

@@ -601,6 +601,7 @@ class Gen:
                     (0.6, RISKY, self.rebinding_line),
                     (0.6, RISKY, self.quoted_name),
                     (0.5, RISKY, self.escaped_blank),
+                    (0.5, RISKY, self.quote_in_a_leaf),
                     (0.6, RISKY, self.option_word),
                     (0.5, RISKY, self.split_substitution),
                     (0.6, SUBTLE, self.flow_safe),
@@ -714,6 +715,22 @@ class Gen:
                 f't={self.ph()}\necho "$\\\n{{t@P}}"',
                 f'v={self.ph()}\necho "$\\\n{{!v}}"',
                 f"echo {self.ph()} \\\n  {self.ph()}",
+            ]
+        )
+
+    def quote_in_a_leaf(self) -> str:
+        """A quote or an escape tree-sitter keeps as text (a ``${ }`` operand,
+        an ``=~`` pattern) or a ``#`` it reads as a comment in arithmetic
+        (review 39): bash reads it as quoting, and the value's word moves."""
+        operator = self.r.choice(["%", "%%", "#", "/", "//", ":-", "-", ":+", "^", ","])
+        quote = self.r.choice(["'", '"', "\\", '$"'])
+        return self.r.choice(
+            [
+                f'echo "${{x{operator}a{quote}}}" }} {self.ph()} # {quote[-1]}',
+                f"echo ${{x{operator}{quote}a}} }} {self.ph()} # {quote[-1]}",
+                f"[[ a =~ {quote}$ ]] && echo {self.ph()} #{quote[-1]} ]]",
+                f"(( 1 #{quote[-1]}\n)); echo {self.ph()} #{quote[-1]}\n# ))",
+                f"a[1 #{quote[-1]}\n]=2; echo {self.ph()} #{quote[-1]}\n# ]",
             ]
         )
 

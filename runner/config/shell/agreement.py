@@ -23,6 +23,10 @@ _QUOTING_NODES = frozenset(
     {"raw_string", "string", "string_content", "heredoc_body", "heredoc_content", "comment"}
 )
 _PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
+#: In a leaf tree-sitter keeps whole (a ``${ }`` operand, an ``=~`` pattern):
+#: a quote, or a backslash before a quote, a backslash, ``}``, ``$``, a
+#: backtick or the leaf's end, each of which bash reads as quoting.
+_QUOTE_IN_LEAF = re.compile(r"""["'`]|\\(["'\\}$`]|$)""")
 _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 
 #: What bash runs or evaluates where tree-sitter keeps plain text (the
@@ -46,7 +50,9 @@ class AgreementCheck(CheckState):
         if node.type == "command_substitution" and self.tree.text_bytes(node).startswith(b"$(("):
             return True  # bash reads $(( as arithmetic (tree-sitter, in a heredoc, as $( ( ) ))
         if node.type == "comment":
-            return not self.starts_a_word(node.start_byte)
+            # bash has no comments in arithmetic: it reads the quote after
+            # the # (review 39's F2: "(( 1 #'")
+            return not self.starts_a_word(node.start_byte) or self.in_arithmetic(node)
         if node.type == "subshell" and self.source[node.start_byte : node.start_byte + 2] == b"((":
             return True  # ! (( n > 1 )): tree-sitter reads two subshells, bash arithmetic
         if node.type in ("file_redirect", "herestring_redirect"):
@@ -68,6 +74,20 @@ class AgreementCheck(CheckState):
             )
         return False
 
+    def in_arithmetic(self, node: Any) -> bool:
+        """Is ``node`` inside ``(( ))``, ``$(( ))``, a ``for (( ))`` or a subscript?"""
+        parent = self.tree.parent(node)
+        while parent is not None:
+            if parent.type in ("arithmetic_expansion", "subscript", "c_style_for_statement"):
+                return True
+            if (
+                parent.type == "compound_statement"
+                and self.source[parent.start_byte : parent.start_byte + 2] == b"(("
+            ):
+                return True
+            parent = self.tree.parent(parent)
+        return False
+
     def unparsed_expansion(self) -> Any:
         """Text tree-sitter keeps as a leaf where bash expands: a ``${x%PAT}``
         or ``=~`` pattern (``regex``) or a ``${x:-WORD}`` operand holding
@@ -85,6 +105,18 @@ class AgreementCheck(CheckState):
             text = self.text(node)
             markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
             if any(marker in text for marker in markers):
+                return node
+            escaped_slash = (
+                text.endswith("\\") and self.source[node.end_byte : node.end_byte + 1] == b"/"
+            )
+            if escaped_slash:
+                # ${name//\//-}: tree-sitter ends the pattern at the escaped
+                # slash, bash does not; no quote is involved, the idiom stays
+                text = text[:-1]
+            if kind != "raw_string" and _QUOTE_IN_LEAF.search(text):
+                # "${x%a"}" }: a quote or an escape tree-sitter keeps as text in
+                # a ${ } operand or an =~ pattern opens or ends one for bash
+                # (review 39's F1)
                 return node
         for match in _HIDDEN.finditer(self.source):  # bash reads these, tree-sitter does not
             node = tree.root.descendant_for_byte_range(match.start(), match.end() - 1)

@@ -65,6 +65,30 @@ STARTUP_CONTROL_NAMES = (REBINDING_NAMES - {"PATH"}) | frozenset(
 LOADER_CONTROL_NAMES = frozenset({"GCONV_PATH", "GLIBC_TUNABLES", "GETCONF_DIR", "LOCPATH"})
 
 
+#: The locale variables that choose how bash reads the script's bytes.
+LOCALE_NAMES = frozenset({"LC_ALL", "LC_CTYPE", "LANG"})
+#: Charsets in which a multibyte character may end in the byte of ``\``
+#: (0x5C), so bash reads ``中\'`` as two characters and a quote where the
+#: checker read an escaped quote (review 39's F3); and the locales whose
+#: default charset is one of them.
+_BACKSLASH_TRAILING = ("BIG5", "GBK", "GB18030", "SJIS", "SHIFT_JIS", "SHIFT-JIS", "CP932", "CP936")
+_BACKSLASH_TRAILING_LOCALES = ("zh_TW", "zh_HK")
+
+
+def reads_backslash_as_a_trail_byte(locale: str) -> bool:
+    """Might bash, under the locale ``locale`` (a value of LC_ALL, LC_CTYPE
+    or LANG), read a backslash as the end of a character?  True for BIG5,
+    GBK, GB18030 and Shift_JIS, named or as a locale's default
+    (``zh_TW``)."""
+    name, _, codeset = locale.partition("@")[0].partition(".")
+    codeset = codeset.upper().replace("-", "").replace("_", "")
+    if codeset:
+        return any(c.replace("-", "").replace("_", "") in codeset for c in _BACKSLASH_TRAILING)
+    return name in _BACKSLASH_TRAILING_LOCALES or any(
+        c in name.upper() for c in _BACKSLASH_TRAILING
+    )
+
+
 def controls_start_up(name: str) -> bool:
     """Does a static ``env:`` name change how bash, or any program the
     loader starts, runs before the script's first line?"""
