@@ -253,18 +253,6 @@ def test_jq_does_not_run_beside_a_file_a_value_names_for_a_copier(source) -> Non
     assert any("jq: this script writes a value to a file" in p.message for p in problems), problems
 
 
-@pytest.mark.parametrize("home", ["$HOME", "${HOME}", "~"])
-def test_a_value_may_not_choose_a_file_in_home(home) -> None:
-    """Review 38's F1: the render read ``"$HOME"/'.jq'`` as a relative path;
-    a value may not choose a dot-file of the sandbox's HOME however it is
-    spelled."""
-    from runner.config.templates import is_safe_destination
-
-    assert not is_safe_destination(f"{home}/.jq")
-    assert not is_safe_destination(f"{home}/.bashrc")
-    assert is_safe_destination("out/.jq")
-
-
 def test_a_value_may_not_write_where_the_runners_python_loads_code() -> None:
     """V1: ``x.pth`` in the runner's own site-packages runs in every later
     ``runner`` command."""

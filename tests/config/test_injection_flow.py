@@ -234,6 +234,10 @@ FLOWS = [
     ("review39", 'echo "${x:-/\\}" {{ x.prompt }} "}"', ()),
     ("review39", "[[ a =~ '$ ]] && echo {{ x.regex }} #' ]]", ()),
     ("review39", "(( 1 #'\n)); echo {{ x.arith_close }} #'\n# ))", ()),
+    # review 41: in a=( ... ) bash reads a word that starts with [ up to its
+    # matching ], across ) ; and newlines, as one arithmetic key
+    ("review41", "a=( [ ) ; echo {{ x.prompt }} ; a=( ]=1 )", ()),
+    ("review41", "a+=( x [ )\necho {{ x.prompt }}\na=( ]=1 )", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)
@@ -391,6 +395,8 @@ SAFE_FLOWS = [
     # a line continued after a blank, and an escaped blank inside a word
     "printf '%s\\n' \\\n  {{ x.v }} \\\n  end",
     'echo "a\\ b" a\\ b {{ x.v }}',
+    # an array of globs and plain words beside a value
+    'touch a.txt; a=( *.txt [ab]* one ); echo {{ x.v }} "${a[@]}"',
 ]
 
 
@@ -693,7 +699,15 @@ def test_a_shell_the_checker_does_not_model_refuses_placeholders(tmp_path: Path)
 
 @pytest.mark.parametrize(
     "source",
-    ["cat <<< {{ x.v }}", "a=({{ x.v }})", "[[ {{ x.v }} == a ]]", "cat <(echo {{ x.v }})"],
+    [
+        "cat <<< {{ x.v }}",
+        "a=({{ x.v }})",
+        "[[ {{ x.v }} == a ]]",
+        "cat <(echo {{ x.v }})",
+        # review 41's F2: an array without a value in it, or with a [k]= key
+        "a=( one ); echo {{ x.v }}",
+        "a=( [1]=one ); echo {{ x.v }}",
+    ],
 )
 def test_sh_refuses_what_dash_lacks(source) -> None:
     template, _ = compile_template(source, shell=True, fields_by_name={"x": None})

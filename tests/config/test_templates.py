@@ -929,3 +929,15 @@ def test_a_host_path_may_not_be_made_from_a_secret(tmp_path: Path) -> None:
     status, output = runner(tmp_path, "validate", str(path))
     assert status == 2, output
     assert "a host path may not be made from a secret input" in output
+
+
+@pytest.mark.parametrize("home", ["$HOME", "${HOME}", "~"])
+def test_a_value_may_not_choose_a_file_in_home(home) -> None:
+    """Review 38's F1: the render read ``"$HOME"/'.jq'`` as a relative path;
+    a value may not choose a dot-file of the sandbox's HOME however it is
+    spelled."""
+    from runner.config.templates import is_safe_destination
+
+    assert not is_safe_destination(f"{home}/.jq")
+    assert not is_safe_destination(f"{home}/.bashrc")
+    assert is_safe_destination("out/.jq")

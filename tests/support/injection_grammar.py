@@ -731,6 +731,9 @@ class Gen:
                 f"[[ a =~ {quote}$ ]] && echo {self.ph()} #{quote[-1]} ]]",
                 f"(( 1 #{quote[-1]}\n)); echo {self.ph()} #{quote[-1]}\n# ))",
                 f"a[1 #{quote[-1]}\n]=2; echo {self.ph()} #{quote[-1]}\n# ]",
+                # review 41: bash reads an array element's [ to its ], across ;
+                f"a=( [ ) ; echo {self.ph()} ; a=( ]=1 )",
+                f"a+=( x [{quote[-1]} )\necho {self.ph()}\na=( ]=1 )",
             ]
         )
 

@@ -60,6 +60,11 @@ class AgreementCheck(CheckState):
             # bash gives them to the command as arguments
             targets = [c for c in node.children if self.tree.field(c) == "destination"]
             return len(targets) > 1
+        if node.type == "array":
+            # in a=( ... ), bash reads a word that starts with [ up to its
+            # matching ], across blanks, ) and ; as one arithmetic key:
+            # a=( [ ); echo {{ x }}; a=( ]=1 ) (review 41's F1)
+            return any(_opens_a_key(self.text(element)) for element in node.named_children)
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
@@ -251,3 +256,19 @@ def _escaped(source: bytes, at: int) -> bool:
     while at - count > 0 and source[at - count - 1] == 0x5C:
         count += 1
     return count % 2 == 1
+
+
+def _opens_a_key(element: str) -> bool:
+    """Does an array literal's element (as tree-sitter cut it) start a ``[``
+    that bash would close only past the element's end?  A quote in it
+    counts as such (bash reads the key's quotes its own way)."""
+    if not element.startswith("["):
+        return False
+    depth = 0
+    for char in element:
+        if char in "'\"`\\":
+            return True
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth == 0:
+            return False
+    return True

@@ -102,6 +102,8 @@ class SubsetCheck(FlowCheck, AgreementCheck):
             elif kind == "variable_assignment":
                 self.assignment_construct(node)
             elif kind == "array":  # a=([k]=v): k is arithmetic
+                if self.dialect == "posix":  # before the check below (review 41's F2)
+                    self.refuse("shell-dialect", node, "an array in sh")
                 for element in node.named_children:
                     # [k]=, [k]+=, [b[m]]=: the whole key is arithmetic (review 12)
                     key = re.match(r"\[(.*)\]\+?=", self.text(element), re.S)
