@@ -238,6 +238,12 @@ FLOWS = [
     # matching ], across ) ; and newlines, as one arithmetic key
     ("review41", "a=( [ ) ; echo {{ x.prompt }} ; a=( ]=1 )", ()),
     ("review41", "a+=( x [ )\necho {{ x.prompt }}\na=( ]=1 )", ()),
+    # review 42: [ is a command to bash, so | and << in it are the shell's;
+    # tree-sitter joins a lone $ to the word after a blank ($<newline>eval)
+    ("review42", "[ a << true ]\necho {{ x.prompt }}\ntrue", ()),
+    ("review42", "printf '%s\\n' {{ x.cmd }} > ']'\n[ a | sh ]", ()),
+    ("review42", "x=$\neval echo {{ x.v }}", ()),
+    ("review42", "x=$ #; echo {{ x.v }}", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)

@@ -734,6 +734,11 @@ class Gen:
                 # review 41: bash reads an array element's [ to its ], across ;
                 f"a=( [ ) ; echo {self.ph()} ; a=( ]=1 )",
                 f"a+=( x [{quote[-1]} )\necho {self.ph()}\na=( ]=1 )",
+                # review 42: shell operators in [ ], a lone $ before a blank
+                f"[ a << true ]\necho {self.ph()}\ntrue",
+                f"printf '%s\\n' {self.ph()} > ']'\n[ a | sh ]",
+                f"x=$\neval echo {self.ph()}",
+                f"x=$ #; echo {self.ph()}",
             ]
         )
 

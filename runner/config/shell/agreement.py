@@ -23,6 +23,34 @@ _QUOTING_NODES = frozenset(
     {"raw_string", "string", "string_content", "heredoc_body", "heredoc_content", "comment"}
 )
 _PLAIN_DELIMITER = re.compile(rb"[A-Za-z0-9_]+")
+#: Nodes that quote or nest their own text: their tokens are not [ ]'s.
+_NESTED = frozenset(
+    {"command_substitution", "process_substitution", "string", "raw_string", "expansion"}
+    | {"arithmetic_expansion", "ansi_c_string", "translated_string"}
+)
+#: Tokens bash reads as its own operators, never as test's, inside [ ].
+_SHELL_OPERATORS = frozenset(
+    {
+        "|",
+        "||",
+        "&",
+        "&&",
+        ";",
+        "<",
+        ">",
+        "<<",
+        ">>",
+        "<<<",
+        "<&",
+        ">&",
+        "&>",
+        "&>>",
+        "|&",
+        ">|",
+        "<>",
+    }
+    | {"<<-", "(", ")"}
+)
 #: In a leaf tree-sitter keeps whole (a ``${ }`` operand, an ``=~`` pattern):
 #: a quote, or a backslash before a quote, a backslash, ``}``, ``$``, a
 #: backtick or the leaf's end, each of which bash reads as quoting.
@@ -60,6 +88,23 @@ class AgreementCheck(CheckState):
             # bash gives them to the command as arguments
             targets = [c for c in node.children if self.tree.field(c) == "destination"]
             return len(targets) > 1
+        if node.type in ("simple_expansion", "expansion"):
+            # $<newline>eval is $eval to tree-sitter, a lone $ to bash (review 42)
+            return self.source[node.start_byte + 1 : node.start_byte + 2] in (b" ", b"\t", b"\n")
+        if (
+            node.type == "test_command"
+            and self.source[node.start_byte : node.start_byte + 2] != b"[["
+        ):
+            # [ is a command to bash: | && < << ... in it are the shell's, not
+            # test operators (review 42: "[ a | sh ]", "[ a << x ]")
+            stack = list(node.children)
+            while stack:
+                part = stack.pop()
+                if not part.is_named and self.text(part) in _SHELL_OPERATORS:
+                    return True
+                if part.type not in _NESTED:  # $( ... ) is judged as a script of its own
+                    stack.extend(part.children)
+            return False
         if node.type == "array":
             # in a=( ... ), bash reads a word that starts with [ up to its
             # matching ], across blanks, ) and ; as one arithmetic key:
