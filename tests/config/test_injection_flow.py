@@ -244,6 +244,10 @@ FLOWS = [
     ("review42", "printf '%s\\n' {{ x.cmd }} > ']'\n[ a | sh ]", ()),
     ("review42", "x=$\neval echo {{ x.v }}", ()),
     ("review42", "x=$ #; echo {{ x.v }}", ()),
+    # review 44: bash reads an extglob pattern in [[ == ]] to its matching ),
+    # quotes and # included, extglob on or off
+    ("review44", "[[ x == +(#' ]]; echo {{ x.prompt }}; #') ]]", ()),
+    ("review44", "[[ x == @(a ]]  # '\necho {{ x.prompt }}  # ') ]]", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)
@@ -988,3 +992,20 @@ def test_a_locale_that_reads_a_backslash_as_a_trail_byte_is_refused_beside_value
         assert "backslash byte" in result.stderr and "LC_ALL" in result.stderr, result.stderr
     else:
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "source",
+    [flow[1] for flow in FLOWS if flow[0] == "review39" and "\\" not in flow[1]],
+)
+def test_a_quote_the_parser_kept_as_text_is_refused_even_without_its_own_rule(
+    monkeypatch, source
+) -> None:
+    """The backstop: with the rule that found review 39's quotes in ${ }
+    operands switched off, a leaf outside quotes that holds a quote is still
+    a disagreement (``stray_quote``), so the next such corner is refused too."""
+    from runner.config.shell.agreement import AgreementCheck
+
+    monkeypatch.setattr(AgreementCheck, "unparsed_expansion", lambda self: None)
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert template is None and any("[syntax]" in p.message for p in problems), problems

@@ -612,7 +612,15 @@ def test_a_link_or_copy_of_a_secret_files_directory_or_of_proc_is_tracked() -> N
         ("{ fold -w {{ x.k }}; } < npmrc.txt", True),
         ("exec 3< npmrc.txt\nfold -w {{ x.k }} <&3", True),
         ("if true; then fold -w {{ x.k }}; fi < npmrc.txt", True),
+        # review 43: the value in a variable, a glob, the file in a variable,
+        # an exec behind command or builtin
+        ('w={{ x.k }}\nfold -w "$w" npmrc.txt', True),
+        ("fold -w {{ x.k }} -- *.txt", True),
+        ('f=npmrc.txt\nfold -w {{ x.k }} -- "$f"', True),
+        ('for f in npmrc.txt; do fold -w {{ x.k }} -- "$f"; done', True),
+        ("command exec 3< npmrc.txt\nfold -w {{ x.k }} <&3", True),
         ("cat npmrc.txt > /dev/null && echo {{ x.k }}", False),
+        ('w={{ x.k }}\nfold -w 3 notes.txt; echo "$w"', False),
         ("fold -w {{ x.k }} notes.txt", False),
     ],
 )

@@ -739,6 +739,9 @@ class Gen:
                 f"printf '%s\\n' {self.ph()} > ']'\n[ a | sh ]",
                 f"x=$\neval echo {self.ph()}",
                 f"x=$ #; echo {self.ph()}",
+                # review 44: an extglob pattern runs to its matching )
+                f"[[ x == +(#{quote[-1]} ]]; echo {self.ph()}; #{quote[-1]}) ]]",
+                f"[[ x == @(a ]]  # {quote[-1]}\necho {self.ph()}  # {quote[-1]}) ]]",
             ]
         )
 

@@ -122,6 +122,9 @@ class _Check(SubsetCheck, TaintCheck, BesideValuesCheck, SystemWritesCheck):
                 self.strict_programs_only()
                 self.system_files_written()
                 self.makers_with_unread_names()
+                if not self.findings and (stray := self.stray_quote()) is not None:
+                    # last, so that a refusal that says more comes first
+                    self.refuse("syntax", stray, "a quote the parser kept as text", index=None)
                 return self.findings
             readers.update(found)
             followed.update(piped)

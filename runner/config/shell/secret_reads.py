@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from .proc_paths import UNQUOTED
 from .tree import Tree
 
 #: Nodes a value's command reaches through: its pipeline, its redirects.
@@ -21,21 +22,29 @@ _WORDS = frozenset({"word", "string", "raw_string", "concatenation", "number"})
 
 
 def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[str]:
-    """The fixed words (quotes removed) of each command of ``script``, with its
-    pipeline and redirects, whose text holds one of ``sentinels``; and of
-    the redirects around it (``{ fold -w {{ w }}; } < npmrc.txt``) and of
-    every ``exec``'s (``exec 3< npmrc.txt``, then ``<&3``: review 40's F5)."""
+    """The fixed words (quotes removed; a glob as written) of each command of
+    ``script``, with its pipeline and redirects, that holds one of
+    ``sentinels`` or a variable assigned one (``w={{ x }}``, ``q="$w"``); of
+    the redirects around it (``{ fold -w {{ w }}; } < npmrc.txt``); of every
+    ``exec``'s, behind ``command`` or ``builtin`` too (``exec 3< npmrc.txt``,
+    then ``<&3``: reviews 40 and 43); and the texts a variable such a command
+    expands was assigned (``f=npmrc.txt``, ``for f in npmrc.txt``)."""
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
     seen: set[int] = set()
     holds_value = False
+    carrying, texts = _assigned(tree, sentinels)
 
     def words_of(node: object) -> None:
         for part in tree.subtree(node):
             if part.type in _WORDS and tree.parent(part).type not in _WORDS:
                 fixed = tree.static(part)
+                if fixed is None and "$" not in tree.text(part):
+                    fixed = UNQUOTED.sub("", tree.text(part))  # a glob: *.txt
                 if fixed is not None:
                     found.append(fixed)
+            elif part.type in ("simple_expansion", "expansion"):
+                found.extend(texts.get(_name(tree, part), ()))
 
     for node in tree.nodes:
         if node.type != "command":
@@ -48,7 +57,12 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
             continue
         seen.add(unit.id)
         text = tree.text(unit)
-        if not any(sentinel in text for sentinel in sentinels):
+        mentioned = {
+            _name(tree, part)
+            for part in tree.subtree(unit)
+            if part.type in ("simple_expansion", "expansion")
+        }
+        if not any(sentinel in text for sentinel in sentinels) and not mentioned & carrying:
             continue
         holds_value = True
         words_of(unit)
@@ -60,10 +74,62 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
             parent = tree.parent(parent)
     if holds_value:
         for node in tree.nodes:  # exec's descriptors stay open for the whole script
-            name = node.child_by_field_name("name") if node.type == "command" else None
-            if name is not None and tree.static(name) == "exec":
+            if node.type == "command" and _is_exec(tree, node):
                 redirected = tree.parent(node)
                 if redirected is not None and redirected.type == "redirected_statement":
                     words_of(redirected)
                 words_of(node)
     return found
+
+
+def _name(tree: Tree, expansion: object) -> str:
+    """The variable an expansion (``$f``, ``${f}``, ``${f:-x}``) names."""
+    for part in tree.subtree(expansion):
+        if part.type == "variable_name":
+            return tree.text(part)
+    return ""
+
+
+def _is_exec(tree: Tree, command: object) -> bool:
+    """Is ``command`` an ``exec``, bare or behind ``command``/``builtin``?"""
+    words = [tree.static(w) for w in command.named_children]  # type: ignore[attr-defined]
+    words = [w for w in words if w is not None and not w.startswith("-")]
+    while words and words[0] in ("command", "builtin"):
+        words = words[1:]
+    return bool(words) and words[0] == "exec"
+
+
+def _assigned(tree: Tree, sentinels: Collection[str]) -> tuple[set[str], dict[str, list[str]]]:
+    """The variables assigned a value (or another such variable), and the
+    fixed texts each variable is assigned (``f=npmrc.txt``, ``for f in a b``)."""
+    carrying: set[str] = set()
+    texts: dict[str, list[str]] = {}
+    pairs: list[tuple[str, object]] = []
+    for node in tree.nodes:
+        if node.type == "variable_assignment":
+            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")  # type: ignore[attr-defined]
+            if name is not None and value is not None:
+                pairs.append((tree.text(name), value))
+        elif node.type == "for_statement":
+            variable = node.child_by_field_name("variable")  # type: ignore[attr-defined]
+            for value in node.children_by_field_name("value"):  # type: ignore[attr-defined]
+                if variable is not None:
+                    pairs.append((tree.text(variable), value))
+    for name, value in pairs:
+        fixed = tree.static(value)
+        if fixed is not None:
+            texts.setdefault(name, []).append(fixed)
+    changed = True
+    while changed:
+        changed = False
+        for name, value in pairs:
+            text = tree.text(value)
+            mentions = {
+                _name(tree, part)
+                for part in tree.subtree(value)
+                if part.type in ("simple_expansion", "expansion")
+            }
+            if name not in carrying and (any(s in text for s in sentinels) or mentions & carrying):
+                carrying.add(name)
+                changed = True
+    return carrying, texts
