@@ -43,10 +43,11 @@ class HooksCompiler(CompilerBase):
         )
 
     def refuse_backslash_locales(self, path: JsonPath, spec: Mapping[str, Any]) -> None:
-        """Beside a value, no ``LC_ALL``, ``LC_CTYPE`` or ``LANG`` (the step's
-        ``env:`` or the environment's) may name a locale whose characters may
-        end in a backslash byte: bash would read the script's quotes apart
-        from the checker (review 39's F3: ``中\\'`` under ``zh_TW.BIG5``)."""
+        """Beside a value, ``LC_ALL``, ``LC_CTYPE`` and ``LANG`` (the step's
+        ``env:`` or the environment's) name only C, POSIX or a UTF-8 locale:
+        in another a character may end in a backslash byte, and bash would
+        read the script's quotes apart from the checker (review 39's F3:
+        ``中\\'`` under ``zh_TW.BIG5``; review 46 spelled it ``b+i+g+5``)."""
         from .shell.variables import LOCALE_NAMES, reads_backslash_as_a_trail_byte
 
         agent = self.data.get("agent")
@@ -61,9 +62,10 @@ class HooksCompiler(CompilerBase):
                 if isinstance(value, str) and reads_backslash_as_a_trail_byte(value):
                     self.problem(
                         (*where, name),
-                        f"{name}={value} beside a value: in this locale a character may end "
-                        "in a backslash byte, and bash would read the script's quotes apart "
-                        "from the check; use a UTF-8 locale (C.UTF-8)",
+                        f"{name}={value} beside a value: only C, POSIX or a UTF-8 locale; in "
+                        "another a character may end in a backslash byte (BIG5, GBK, JOHAB), "
+                        "and bash would read the script's quotes apart from the check; use "
+                        "C.UTF-8",
                     )
 
     def compile_step(self, path: JsonPath, spec: Mapping[str, Any]) -> tuple[Step | None, list]:

@@ -971,6 +971,11 @@ def test_which_destinations_a_value_may_choose(path: str, safe: bool, monkeypatc
         ("step", "zh_TW", True),
         ("environment", "zh_CN.GBK", True),
         ("step", "ja_JP.SJIS", True),
+        # review 46: glibc reads any spelling of a codeset; JOHAB was not listed
+        ("step", "zh_TW.b+i+g+5", True),
+        ("step", "ko_KR.JOHAB", True),
+        ("environment", "en_US.ISO-8859-1", True),
+        ("step", "de_DE.utf8@euro", False),
         ("step", "C.UTF-8", False),
         ("environment", "en_US.UTF-8", False),
     ],
@@ -990,6 +995,7 @@ def test_a_locale_that_reads_a_backslash_as_a_trail_byte_is_refused_beside_value
     if refused:
         assert result.returncode == 2, result.stdout
         assert "backslash byte" in result.stderr and "LC_ALL" in result.stderr, result.stderr
+        assert "only C, POSIX or a UTF-8 locale" in result.stderr, result.stderr
     else:
         assert result.returncode == 0, result.stderr
 

@@ -67,26 +67,21 @@ LOADER_CONTROL_NAMES = frozenset({"GCONV_PATH", "GLIBC_TUNABLES", "GETCONF_DIR",
 
 #: The locale variables that choose how bash reads the script's bytes.
 LOCALE_NAMES = frozenset({"LC_ALL", "LC_CTYPE", "LANG"})
-#: Charsets in which a multibyte character may end in the byte of ``\``
-#: (0x5C), so bash reads ``中\'`` as two characters and a quote where the
-#: checker read an escaped quote (review 39's F3); and the locales whose
-#: default charset is one of them.
-_BACKSLASH_TRAILING = ("BIG5", "GBK", "GB18030", "SJIS", "SHIFT_JIS", "SHIFT-JIS", "CP932", "CP936")
-_BACKSLASH_TRAILING_LOCALES = ("zh_TW", "zh_HK")
 
 
 def reads_backslash_as_a_trail_byte(locale: str) -> bool:
     """Might bash, under the locale ``locale`` (a value of LC_ALL, LC_CTYPE
-    or LANG), read a backslash as the end of a character?  True for BIG5,
-    GBK, GB18030 and Shift_JIS, named or as a locale's default
-    (``zh_TW``)."""
-    name, _, codeset = locale.partition("@")[0].partition(".")
-    codeset = codeset.upper().replace("-", "").replace("_", "")
-    if codeset:
-        return any(c.replace("-", "").replace("_", "") in codeset for c in _BACKSLASH_TRAILING)
-    return name in _BACKSLASH_TRAILING_LOCALES or any(
-        c in name.upper() for c in _BACKSLASH_TRAILING
-    )
+    or LANG), read a backslash byte as the end of a character (BIG5, GBK,
+    GB18030, Shift_JIS, JOHAB...), so that ``中\\'`` is a character and a
+    quote where the checker read an escaped quote (review 39's F3)?  Decided
+    by an allow-list, since glibc resolves any spelling of a codeset
+    (``zh_TW.b+i+g+5`` is BIG5: review 46): only ``C``, ``POSIX`` and a UTF-8
+    codeset (glibc's normalized ``utf8``) are safe; any other locale may be
+    one (a name without a codeset, ``zh_TW``, is BIG5)."""
+    if locale in ("", "C", "POSIX"):
+        return False
+    codeset = locale.partition("@")[0].partition(".")[2]
+    return re.sub(r"[^a-z0-9]", "", codeset.lower()) != "utf8"
 
 
 def controls_start_up(name: str) -> bool:
