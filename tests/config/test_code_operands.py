@@ -304,6 +304,9 @@ def test_each_dump_prints_the_secret_without_the_check(tmp_path, monkeypatch, so
         "readonly | grep -c -- {{ x.k }}",
         "typeset | grep -c -- {{ x.k }}",
         "cat -- {{ x.k }} /proc/self/mem",
+        # through a variable set (or looped) to a /proc path
+        'p=/proc/self; cat "$p/environ" | grep -o -- {{ x.k }}',
+        'for p in /proc/self; do cat "$p/environ"; done | grep -- {{ x.k }}',
         "ln -s /tmp t; wc -c t/*; echo {{ x.k }}",
     ],
 )

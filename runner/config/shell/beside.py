@@ -264,11 +264,18 @@ class BesideValuesCheck(ReceiverCheck):
                 operator = next((self.text(c) for c in node.children if not c.is_named), "")
                 if operator in READING_REDIRECTS:
                     words.append(destination)
+        # p=/proc/self; cat "$p/environ": through a variable set to such a path
+        environ_names = self.process_path_names(may_read_an_environment)
         for word in words:
             if self.carries(word):
                 continue  # a value's path: checked with the value in, at the render
             text = self.tree.static(word) or UNQUOTED.sub("", self.text(word))
-            if (moves or _may_leave(text)) and may_read_an_environment(text):
+            through = any(
+                node.type in ("simple_expansion", "expansion")
+                and self.expanded_name(node) in environ_names
+                for node in self.tree.subtree(word)
+            )
+            if through or ((moves or _may_leave(text)) and may_read_an_environment(text)):
                 self.refuse("environment-dump", word, text[:40])
 
     def leaves_the_workspace(self) -> bool:
@@ -280,7 +287,7 @@ class BesideValuesCheck(ReceiverCheck):
             if resolved is None:
                 continue
             if resolved.name in ("cd", "pushd", "popd"):
-                targets = [self.fixed(w) for w in resolved.arguments if self.fixed(w) != "--"]
+                targets = [t for t in map(self.fixed, resolved.arguments) if t != "--"]
                 if not targets or any(_may_leave(t) for t in targets):
                     return True
             elif resolved.name == "ln":

@@ -286,20 +286,25 @@ class ReceiverCheck(CheckState):
                 return True
         return False
 
-    def process_path_names(self) -> set[str]:
-        """Variables the script sets to a text naming /proc or /dev/fd
-        (``p=/proc; cat "$p/$$/cmdline"``, the twelfth review)."""
+    def process_path_names(self, naming: Callable[[str], bool] = names_process_path) -> set[str]:
+        """Variables the script sets (or loops ``for`` over) to a text naming
+        /proc or /dev/fd, as ``naming`` judges a text (``p=/proc; cat
+        "$p/$$/cmdline"``, the twelfth review)."""
         names = set()
         for node in self.tree.nodes:
             if node.type == "variable_assignment":
-                value = node.child_by_field_name("value")
-                name = self.assigned_name(node)
+                pairs = [(self.assigned_name(node), node.child_by_field_name("value"))]
+            elif node.type == "for_statement":
+                variable = node.child_by_field_name("variable")
+                name = self.text(variable) if variable is not None else None
+                pairs = [(name, value) for value in node.children_by_field_name("value")]
+            else:
+                continue
+            for name, value in pairs:
                 if (
                     name
                     and value is not None
-                    and names_process_path(
-                        self.tree.static(value) or UNQUOTED.sub("", self.text(value))
-                    )
+                    and naming(self.tree.static(value) or UNQUOTED.sub("", self.text(value)))
                 ):
                     names.add(name)
         return names
