@@ -60,29 +60,37 @@ class Notes:
         return line.decode().split()
 
 
+def start(tmp_path: Path, shell: list[str] | None = None) -> tuple[subprocess.Popen[bytes], Notes]:
+    """The relay in ``shell`` (dash), fed through a pipe, its notes on a FIFO."""
+    fifo = tmp_path / "notes"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [*(shell or ["dash"]), "-c", relay_script(), "sh", str(tmp_path / "out"), str(fifo)],
+        stdin=subprocess.PIPE,
+    )
+    return process, Notes(fifo)
+
+
+def write(process: subprocess.Popen[bytes], data: bytes) -> None:
+    assert process.stdin is not None
+    process.stdin.write(data)
+    process.stdin.flush()
+
+
 @pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
 def test_a_piece_that_comes_while_the_last_is_sent_is_offered_at_once(
     tmp_path: Path, shell: list[str]
 ) -> None:
     if shutil.which(shell[0]) is None:
         pytest.skip(f"no {shell[0]} on this machine")
-    fifo = tmp_path / "notes"
-    os.mkfifo(fifo)
-    process = subprocess.Popen(
-        [*shell, "-c", relay_script(), "sh", str(tmp_path / "out"), str(fifo)],
-        stdin=subprocess.PIPE,
-    )
-    notes = Notes(fifo)
+    process, notes = start(tmp_path, shell)
     try:
-        assert process.stdin is not None
-        process.stdin.write(b"one\n")
-        process.stdin.flush()
+        write(process, b"one\n")
         first = notes.next(10)
         assert first is not None and first[:5] == ["7", "chunk", "stdout", "4", "false"]
         assert Path(first[5]).read_bytes() == b"one\n"
         # the writer is still sending "one" when "two" comes; then the command is quiet
-        process.stdin.write(b"two\n")
-        process.stdin.flush()
+        write(process, b"two\n")
         time.sleep(0.5)
         os.remove(first[5])  # sent
         second = notes.next(5)
@@ -94,22 +102,6 @@ def test_a_piece_that_comes_while_the_last_is_sent_is_offered_at_once(
             process.stdin.close()
         process.wait(timeout=10)
         os.close(notes.fd)
-
-
-def start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Notes]:
-    fifo = tmp_path / "notes"
-    os.mkfifo(fifo)
-    process = subprocess.Popen(
-        ["dash", "-c", relay_script(), "sh", str(tmp_path / "out"), str(fifo)],
-        stdin=subprocess.PIPE,
-    )
-    return process, Notes(fifo)
-
-
-def write(process: subprocess.Popen[bytes], data: bytes) -> None:
-    assert process.stdin is not None
-    process.stdin.write(data)
-    process.stdin.flush()
 
 
 def test_what_the_writer_cannot_take_yet_waits_and_past_64_kib_the_oldest_goes(

@@ -202,8 +202,7 @@ class AgreementCheck(CheckState):
                 return node
         for match in _HIDDEN.finditer(self.source):  # bash reads these, tree-sitter does not
             node = tree.root.descendant_for_byte_range(match.start(), match.end() - 1)
-            before = self.source[: match.start()]
-            escaped = (len(before) - len(before.rstrip(b"\\"))) % 2 == 1
+            escaped = _escaped(self.source, match.start())
             parsed = node.type == "`"  # a `...` tree-sitter read: judged (and refused) as such
             if not escaped and not parsed and not self.literal_here(node):
                 return node
@@ -284,8 +283,7 @@ class AgreementCheck(CheckState):
         before = self.source[at - 1 : at]
         if before not in (b" ", b"\t", b"\n", b";", b"&", b"|", b"(", b"<", b">"):  # not ")#"
             return False
-        backslashes = len(self.source[: at - 1]) - len(self.source[: at - 1].rstrip(b"\\"))
-        return backslashes % 2 == 0
+        return not _escaped(self.source, at - 1)
 
     # -- pass 1: the subset ----------------------------------------------------
 

@@ -11,6 +11,7 @@ that names a secret's file (``templates``).
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from .proc_paths import UNQUOTED
 from .tree import Tree
@@ -35,7 +36,7 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
     holds_value = False
     carrying, texts = _assigned(tree, sentinels)
 
-    def words_of(node: object) -> None:
+    def words_of(node: Any) -> None:
         for part in tree.subtree(node):
             if part.type in _WORDS and tree.parent(part).type not in _WORDS:
                 fixed = tree.static(part)
@@ -57,12 +58,10 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
             continue
         seen.add(unit.id)
         text = tree.text(unit)
-        mentioned = {
-            _name(tree, part)
-            for part in tree.subtree(unit)
-            if part.type in ("simple_expansion", "expansion")
-        }
-        if not any(sentinel in text for sentinel in sentinels) and not mentioned & carrying:
+        if (
+            not any(sentinel in text for sentinel in sentinels)
+            and not _mentions(tree, unit) & carrying
+        ):
             continue
         holds_value = True
         words_of(unit)
@@ -82,7 +81,16 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
     return found
 
 
-def _name(tree: Tree, expansion: object) -> str:
+def _mentions(tree: Tree, node: Any) -> set[str]:
+    """The variables ``node`` expands."""
+    return {
+        _name(tree, part)
+        for part in tree.subtree(node)
+        if part.type in ("simple_expansion", "expansion")
+    }
+
+
+def _name(tree: Tree, expansion: Any) -> str:
     """The variable an expansion (``$f``, ``${f}``, ``${f:-x}``) names."""
     for part in tree.subtree(expansion):
         if part.type == "variable_name":
@@ -90,9 +98,9 @@ def _name(tree: Tree, expansion: object) -> str:
     return ""
 
 
-def _is_exec(tree: Tree, command: object) -> bool:
+def _is_exec(tree: Tree, command: Any) -> bool:
     """Is ``command`` an ``exec``, bare or behind ``command``/``builtin``?"""
-    words = [tree.static(w) for w in command.named_children]  # type: ignore[attr-defined]
+    words = [tree.static(w) for w in command.named_children]
     words = [w for w in words if w is not None and not w.startswith("-")]
     while words and words[0] in ("command", "builtin"):
         words = words[1:]
@@ -104,32 +112,31 @@ def _assigned(tree: Tree, sentinels: Collection[str]) -> tuple[set[str], dict[st
     fixed texts each variable is assigned (``f=npmrc.txt``, ``for f in a b``)."""
     carrying: set[str] = set()
     texts: dict[str, list[str]] = {}
-    pairs: list[tuple[str, object]] = []
+    pairs: list[tuple[str, Any]] = []
     for node in tree.nodes:
         if node.type == "variable_assignment":
-            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")  # type: ignore[attr-defined]
+            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
             if name is not None and value is not None:
                 pairs.append((tree.text(name), value))
         elif node.type == "for_statement":
-            variable = node.child_by_field_name("variable")  # type: ignore[attr-defined]
-            for value in node.children_by_field_name("value"):  # type: ignore[attr-defined]
+            variable = node.child_by_field_name("variable")
+            for value in node.children_by_field_name("value"):
                 if variable is not None:
                     pairs.append((tree.text(variable), value))
     for name, value in pairs:
         fixed = tree.static(value)
         if fixed is not None:
             texts.setdefault(name, []).append(fixed)
+    # each value's text and the variables it expands, once; then to a fixed point
+    read = [
+        (name, any(s in tree.text(value) for s in sentinels), _mentions(tree, value))
+        for name, value in pairs
+    ]
     changed = True
     while changed:
         changed = False
-        for name, value in pairs:
-            text = tree.text(value)
-            mentions = {
-                _name(tree, part)
-                for part in tree.subtree(value)
-                if part.type in ("simple_expansion", "expansion")
-            }
-            if name not in carrying and (any(s in text for s in sentinels) or mentions & carrying):
+        for name, holds, mentions in read:
+            if name not in carrying and (holds or mentions & carrying):
                 carrying.add(name)
                 changed = True
     return carrying, texts
