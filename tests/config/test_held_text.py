@@ -158,6 +158,9 @@ def test_a_static_destination_spelled_with_a_variable_is_refused() -> None:
         ("cd /dev\njq -rn -f stdin <<< {{ x.p }}", "cd into /dev or /proc"),
         ("ln -s /dev/fd d\njq -rn -f d/0 <<< {{ x.p }}", "a link to /dev or /proc"),
         ("cd /\njq -rn -f dev/stdin <<< {{ x.p }}", "jq's -f file dev/stdin"),
+        # the folder through a variable
+        ('d=/dev; cd "$d"; grep -ao -- {{ x.p }} fd/../environ', "cd into /dev or /proc"),
+        ('for d in /dev/fd; do ln -s "$d" l; done; echo {{ x.p }}', "a link to /dev or /proc"),
     ],
 )
 def test_dev_links_into_proc_are_read_as_the_kernel_reads_them(source, said) -> None:

@@ -300,9 +300,19 @@ class BesideValuesCheck(ReceiverCheck):
         names no check reads as such (``cd /dev; jq -f stdin``, ``ln -s
         /dev/fd d; jq -f d/0``: review 40's F1).  A relative folder counts
         where the script may have left the working folder."""
+        # d=/dev; cd "$d": through a variable set (or looped) to such a path
+        dev_names = self.process_path_names(_names_dev_or_proc)
         for word in resolved.arguments:
             if self.carries(word):
                 continue  # a value's folder: judged at the render
+            if any(
+                node.type in ("simple_expansion", "expansion")
+                and self.expanded_name(node) in dev_names
+                for node in self.tree.subtree(word)
+            ):
+                what = "a link to" if resolved.name == "ln" else f"{resolved.name} into"
+                self.refuse("file-flow", word, f"{what} /dev or /proc")
+                continue
             text = through_dev_links(self.tree.static(word) or UNQUOTED.sub("", self.text(word)))
             parts = [p for p in text.split("/") if p not in ("", ".")]
             if text.startswith("/"):
@@ -522,6 +532,16 @@ class BesideValuesCheck(ReceiverCheck):
         if not system_spelling(spelled):  # ./bin/wc: whatever an earlier step put there
             return f"{spelled[:40]}: {name} by a path outside /bin and /usr/bin"
         return ""
+
+
+def _names_dev_or_proc(text: str) -> bool:
+    """Is ``text`` an absolute path whose first folder may be /dev or /proc?"""
+    parts = [p for p in through_dev_links(text).split("/") if p not in ("", ".")]
+    return (
+        text.startswith("/")
+        and bool(parts)
+        and (component_may_be("dev", parts[0]) or component_may_be("proc", parts[0]))
+    )
 
 
 def _may_leave(path: str | None) -> bool:
