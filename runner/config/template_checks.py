@@ -307,10 +307,10 @@ def _shell_problems(
         # that does not parse, among others that do, may be impossible).
         parsed = results[:1]
     problems = []
-    reported: set[tuple[int | None, str]] = set()
+    reported: set[tuple[int | None, str, str]] = set()
     for findings in parsed:
         for finding in findings:
-            key = (finding.index, finding.rule)
+            key = (finding.index, finding.rule, finding.detail)
             if key in reported:
                 continue
             reported.add(key)

@@ -138,7 +138,7 @@ def _unique(findings: Iterable[Finding]) -> list[Finding]:
     found = set(findings)
     at_values = {(f.line, f.column) for f in found if f.index is not None}
     kept = [f for f in found if f.index is not None or (f.line, f.column) not in at_values]
-    return sorted(kept, key=lambda f: (f.line, f.column, f.rule, str(f.index)))
+    return sorted(kept, key=lambda f: (f.line, f.column, f.rule, str(f.index), f.detail))
 
 
 def check_script(
