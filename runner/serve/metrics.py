@@ -7,6 +7,9 @@
   ``failed``);
 - ``runner_session_resumes_total``: sessions this server resumed, after its
   own restart or taken over from a server that died;
+- ``runner_warm_sandboxes{agent,pool}``: sandboxes ready to claim in each
+  agent's warm pool (``plain``, ``seeded``), read when scraped: a pool that
+  stays at 0 under load is too small;
 - ``runner_http_request_duration_seconds{method,route,status}``: request
   latency, by route template (never by session id).
 """
@@ -57,10 +60,30 @@ class _SessionsByState:
         yield family
 
 
+class _WarmSandboxes:
+    def __init__(self, count: Callable[[], dict[tuple[str, str], int]]) -> None:
+        self.count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "runner_warm_sandboxes",
+            "Sandboxes ready to claim in each agent's warm pool, by pool kind.",
+            labels=["agent", "pool"],
+        )
+        for (agent, kind), count in sorted(self.count().items()):
+            family.add_metric([agent, kind], count)
+        yield family
+
+
 class Metrics:
-    def __init__(self, count_by_status: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        count_by_status: Callable[[], dict[str, int]],
+        count_warm: Callable[[], dict[tuple[str, str], int]] = dict,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_SessionsByState(count_by_status))  # type: ignore[arg-type]
+        self.registry.register(_WarmSandboxes(count_warm))  # type: ignore[arg-type]
         self.steps = Counter(
             "runner_steps",
             "Hook steps this server ran, by outcome.",

@@ -319,7 +319,7 @@ async def serve(
                 **({} if reattach_timeout is None else {"reattach_timeout": reattach_timeout}),
             )
             resumed = await sessions.resume_all()
-            metrics = Metrics(store.count_by_status)
+            metrics = Metrics(store.count_by_status, sessions.warm_sandboxes)
             sessions.on_event = metrics.event
             app = App(sessions, token=token, metrics=metrics)
             adapter = asgi.AsgiAdapter(

@@ -184,6 +184,15 @@ class Sessions(Starting, Recovery):
                 self._pools[agent.name] = source
             environment.share_pool(source)
 
+    def warm_sandboxes(self) -> dict[tuple[str, str], int]:
+        """(agent, pool kind) -> sandboxes ready to claim now, for each agent
+        with a warm pool (the ``runner_warm_sandboxes`` gauge)."""
+        return {
+            (agent, kind): count
+            for agent, environment in list(self._pools.items())
+            for kind, count in environment.warm_counts().items()
+        }
+
     def close_pools(self) -> None:
         """Remove the warm pools' idle containers (at a clean stop)."""
         for environment in self._pools.values():

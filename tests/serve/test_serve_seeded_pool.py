@@ -49,6 +49,15 @@ def seeded_file(tmp_path: Path) -> Path:
     )
 
 
+def warm_sandboxes(exposition: str, agent: str) -> float:
+    """The ``runner_warm_sandboxes`` sample of ``agent``'s seeded pool."""
+    sample = f'runner_warm_sandboxes{{agent="{agent}",pool="seeded"}} '
+    for line in exposition.splitlines():
+        if line.startswith(sample):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {sample!r} in:\n{exposition}")
+
+
 def test_a_served_agents_second_session_starts_from_its_seeded_pool(
     tmp_path: Path, docker_client: Any
 ) -> None:
@@ -70,16 +79,11 @@ def test_a_served_agents_second_session_starts_from_its_seeded_pool(
                 assert client.delete(f"/v1/sessions/{session_id}").json()["status"] == "closed"
             if not labels[-1].startswith("pool-"):  # the pool fills after the first session
 
-                def ready(owner: str = owner) -> bool:
-                    # Made, and its warm-up command ran as the sandbox user
-                    # (whose spawner it leaves): then it is in the pool.
-                    return any(
-                        c.labels[LABEL_SESSION].startswith("pool-")
-                        and any(
-                            row[0] == "1000" for row in c.top(ps_args="-o uid,pid")["Processes"]
-                        )
-                        for c in durable_containers(docker_client, owner)
-                    )
+                def ready() -> bool:
+                    # The server's own word: a warmed container waits in the
+                    # agent's seeded pool, so the next session claims it.
+                    with server.client() as scraper:
+                        return warm_sandboxes(scraper.get("/metrics").text, "seeded") == 1
 
                 wait_for(ready, what="the seeded pool to fill", timeout=120)
         seeds = [

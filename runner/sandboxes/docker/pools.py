@@ -194,6 +194,22 @@ class WarmPools:
             return False
         return await anyio.to_thread.run_sync(entry[1].wait_ready, timeout)
 
+    def warm_counts(self) -> dict[str, int]:
+        """The containers ready to claim right now, by pool kind: ``plain``
+        (``pool_size``) and ``seeded`` (every key's), each kind this
+        environment has.  A container counts once its warm-up is done and
+        a session would take it (what ``runner_warm_sandboxes`` reports)."""
+        owner = self._pool_source or self
+        counts: dict[str, int] = {}
+        if owner.pool_size:
+            plain = owner._pool
+            counts["plain"] = len(plain) if plain is not None else 0
+        if owner.seeded_pool_size:
+            with owner._pool_lock:
+                seeded = [pool for _, pool in owner._seeded.values() if not pool.closed]
+            counts["seeded"] = sum(len(pool) for pool in seeded)
+        return counts
+
     def seeded_keys(self) -> list[str]:
         """The snapshot keys kept warm now, least recently used first."""
         owner = self._pool_source or self
