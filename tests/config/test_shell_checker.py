@@ -242,6 +242,15 @@ CASES = [
     ('a=(1 2); echo "${a[1]}" {0}', (), []),
     ('echo "${a[$(touch x)]}" {0}', (), [(None, "arithmetic", 1, 11, "$(touch x)")]),
     ('echo "$_" {0}', (), []),
+    # $_ (the last word, redirects left out) is tainted wherever it is read
+    # (review 45 asked: a redirect after the value changes nothing)
+    (
+        "echo {0} >/dev/null; echo $_",
+        (),
+        [(None, "tainted-variable", 1, 31, "$_: a parameter expansion")],
+    ),
+    ("echo {0} 2>&1; (( _ ))", (), [(None, "arithmetic", 1, 23, "_")]),
+    (': {0} >/dev/null; x="$_"; (( x ))', (), [(None, "arithmetic", 1, 34, "x")]),
     ('echo "$@" {0}', (), []),
     ('echo "$1"; echo {0}', (), []),
     ("echo ${#x} {0}", (), []),
