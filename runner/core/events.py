@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from typing import Any
 
+from .redaction import masked
+
 Event = dict[str, Any]
 Listener = Callable[[Event], None]
 
@@ -102,15 +104,11 @@ def scrubbed(value: Any) -> Any:
     if not secrets:
         return value
     if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "***")
-        return value
+        return masked(value, secrets, "***")
     if isinstance(value, bytes):  # a file's content, journaled by runner serve
         from ..core.redaction import _original_bytes
 
-        for secret in secrets:
-            value = value.replace(_original_bytes(secret), b"***")
-        return value
+        return masked(value, map(_original_bytes, secrets), b"***")
     if isinstance(value, dict):
         return {k: scrubbed(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -126,8 +124,7 @@ def decode_output(data: bytes) -> str:
     the runner shows it.)"""
     secrets = _secrets.get()
     if secrets:
-        for form in _derived(secrets).byte_forms:
-            data = data.replace(form, b"***")
+        data = masked(data, _derived(secrets).byte_forms, b"***")
     return data.decode("utf-8", errors="replace")
 
 

@@ -248,6 +248,14 @@ FLOWS = [
     # quotes and # included, extglob on or off
     ("review44", "[[ x == +(#' ]]; echo {{ x.prompt }}; #') ]]", ()),
     ("review44", "[[ x == @(a ]]  # '\necho {{ x.prompt }}  # ') ]]", ()),
+    # review 48: outside [[ ]], tree-sitter reads a "pattern" after == or =~
+    # over ; | and lines (bash runs them); <<"E"x ends at Ex for bash only
+    ("review48", "echo [[ a =~ x|eval : ]] {{ x.hook }}", ()),
+    ("review48", "echo =~ x\neval : ]] {{ x.hook }}", ()),
+    ("review48", "echo == x;cat<<true;: ]\necho {{ x.prompt }}\ntrue", ()),
+    ("review48", ': <<"E"x\nE\necho "\nEx\necho " {{ x.prompt }} "\n#"', ()),
+    ("review48", ': <<\'E\'x\nE\necho "\nEx\necho " {{ x.prompt }} "\n#"', ()),
+    ("review48", ': <<"E"1\nE\necho "\nE1\necho " {{ x.prompt }} "\n#"', ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)

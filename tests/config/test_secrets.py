@@ -597,3 +597,64 @@ def test_no_text_of_the_template_shows_what_a_secret_decided(tmp_path, template)
     status, output = validate_secret_step(tmp_path, {"run": 'echo "$V"', "env": {"V": template}})
     assert status == 2, output
     assert "how often it ran" in output
+
+
+def test_a_callers_secret_input_cannot_unmask_another_secret(tmp_path) -> None:
+    """Review 49's S1: each line of a ``secret: true`` input is masked too,
+    and the caller writes those lines.  Lines that end in a guess of the
+    token's first character (or start with its last) overlap the token
+    where ``set -x`` prints it; masked one after the other, the caller's
+    line took that character along and the rest of the token printed in
+    clear.  Masked as the union of every occurrence, nothing is left."""
+    (tmp_path / "agent.yaml").write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            inputs:
+              acme.api:
+                as: api
+                secret: true
+                schema: {type: object, properties: {key: {type: string}}}
+            secrets:
+              token: {from_env: TEST_TOKEN}
+            agent:
+              model: m
+              environment:
+                sandbox: local
+                hooks:
+                  - name: deploy
+                    on_create:
+                      - write: .config/api-key
+                        content: "{{ api.key }}"
+                      - run: |
+                          set -x
+                          : -H "Authorization: Bearer $TOKEN" http://127.0.0.1:9/deploy
+                          exit 3
+                        secrets: {TOKEN: token}
+            """
+        )
+    )
+    alphabet = sorted(set(SECRET))
+    before = [f"-H 'Authorization: Bearer {c}" for c in alphabet]
+    after = [f"{c}' http://127.0.0.1:9/deploy" for c in alphabet]
+    (tmp_path / "values.json").write_text(
+        json.dumps({"acme.api": {"key": "\n".join(before + after)}})
+    )
+    outputs = []
+    for extra in ([], ["--json"]):
+        result = runner(
+            "run",
+            "agent.yaml",
+            "--inputs",
+            "values.json",
+            "-v",
+            *extra,
+            cwd=tmp_path,
+            env={"TEST_TOKEN": SECRET},
+        )
+        assert "deploy.on_create failed" in result.stderr + result.stdout, result.stderr
+        outputs.append(result.stdout + result.stderr)
+    everything = "\n".join(outputs)
+    assert "+ : ***" in everything  # set -x printed the line (the caller's lines are masked too)
+    windows = {SECRET[i : i + 6] for i in range(len(SECRET) - 5)}
+    assert not [w for w in windows if w in everything], everything[-3000:]

@@ -16,8 +16,10 @@ import subprocess
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from runner.core.redaction import MASK, scrub, secret_forms
+from runner.core.redaction import MASK, masked, scrub, secret_forms
 
 SECRETS = ["it's", "two words", "pa$$wd", "back\\slash", "line\nbreak", "tab\there", 'q"uote`s']
 
@@ -144,3 +146,45 @@ def test_only_surrogates_that_surrogateescape_makes_are_escaped_bytes() -> None:
         False,
     ]
     assert not _has_escaped_bytes("plain") and not _has_escaped_bytes("é")
+
+
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_OTHER_CHARS = "abcdefghij :'\"-/="
+
+
+@given(
+    token=st.text(_TOKEN_CHARS, min_size=3, max_size=24),
+    before=st.text(_OTHER_CHARS, max_size=12),
+    after=st.text(_OTHER_CHARS, max_size=12),
+    cuts=st.lists(st.tuples(st.integers(0, 12), st.integers(1, 23), st.booleans()), max_size=8),
+    as_bytes=st.booleans(),
+)
+def test_no_form_can_cut_into_another_secrets_occurrence(token, before, after, cuts, as_bytes):
+    """Review 49's S1, generated: forms a caller chooses overlap the token's
+    occurrence at either end (the text before it plus its first characters,
+    or its last characters plus the text after).  Whatever the forms and
+    their order, no character of the token is left (the token's alphabet is
+    apart from the text's, so any left would show)."""
+    printed = f"{before}{token}{after}"
+    forms = [token]
+    for reach, overlap, at_start in cuts:
+        overlap = min(overlap, len(token) - 1)
+        if at_start:
+            forms.append(before[len(before) - reach :] + token[:overlap])
+        else:
+            forms.append(token[len(token) - overlap :] + after[:reach])
+    forms.sort(key=len, reverse=True)  # the order add_secrets keeps, longest first
+    if as_bytes:
+        out = masked(printed.encode(), [f.encode() for f in forms], b"***").decode()
+    else:
+        out = masked(printed, forms, MASK)
+    assert not set(out) & set(_TOKEN_CHARS), (out, forms)
+    assert MASK in out
+
+
+def test_overlapping_and_touching_occurrences_become_one_mask() -> None:
+    assert masked("a-SECRET-b", ["-SEC", "ET-", "SECRET"], MASK) == "a***b"
+    assert masked("xTOKTOKx", ["TOK"], MASK) == "x***x"
+    assert masked("aaaaa", ["aaa"], MASK) == "***"
+    assert masked("no secret here", ["TOK", ""], MASK) == "no secret here"
+    assert masked(b"1 TOK 2 TOK", [b"TOK"], b"***") == b"1 *** 2 ***"

@@ -742,6 +742,13 @@ class Gen:
                 # review 44: an extglob pattern runs to its matching )
                 f"[[ x == +(#{quote[-1]} ]]; echo {self.ph()}; #{quote[-1]}) ]]",
                 f"[[ x == @(a ]]  # {quote[-1]}\necho {self.ph()}  # {quote[-1]}) ]]",
+                # review 48: == or =~ outside [[ ]] (a "pattern" over ; | and
+                # lines to tree-sitter), a heredoc delimiter glued to more text
+                f"echo {self.r.choice(['[[ a ', ''])}{self.r.choice(['==', '=~'])} x"
+                f"{self.r.choice(['|eval :', ';eval :', chr(10) + 'eval :'])} ]] {self.ph()}",
+                f"echo == x;cat<<true;: ]\necho {self.ph()}\ntrue",
+                f": <<{quote[-1]}E{quote[-1]}{self.r.choice(['x', '1', '_', '$x'])}\nE\n"
+                f'echo "\nEx\necho " {self.ph()} "\n#"',
             ]
         )
 

@@ -59,6 +59,18 @@ _SHELL_OPERATORS = frozenset(
 _QUOTE_IN_LEAF = re.compile(r"""["'`]|\\(["'\\}$`]|$)""")
 _QUOTED_DELIMITER = re.compile(rb"(['\"])([A-Za-z0-9_]+)\1")
 
+#: Nodes that are one word to bash (whose children are its parts).
+_WORD_PARTS = frozenset(
+    {"concatenation", "string", "translated_string", "raw_string", "expansion"}
+    | {"simple_expansion", "command_substitution", "arithmetic_expansion", "comment"}
+)
+#: Nodes that may each be a word of their own.
+_WORDS = frozenset(
+    {"word", "raw_string", "string", "concatenation", "simple_expansion", "expansion"}
+    | {"number", "heredoc_start", "command_substitution", "extglob_pattern", "regex"}
+    | {"translated_string"}
+)
+
 #: What bash runs or evaluates where tree-sitter keeps plain text (the
 #: eleventh review): a backtick in an unquoted heredoc body, and a
 #: ``{name}`` or ``{name[subscript]}`` word right before a redirect (bash
@@ -107,6 +119,15 @@ class AgreementCheck(CheckState):
                 if part.type not in _NESTED:  # $( ... ) is judged as a script of its own
                     stack.extend(part.children)
             return False
+        if node.type == "regex":
+            # outside [[ ]], tree-sitter reads a "pattern" after == or =~ over
+            # blanks, ; | && << and lines up to a ]; bash has no pattern there
+            # and runs them (review 48's F1: echo == x;cat<<true;: ])
+            # (${x//pat/rep} and ${x%pat} hold patterns too: judged elsewhere)
+            home = self.tree.inside(node, ("test_command", "command", "expansion"))
+            if home is not None and home.type == "expansion":
+                return False
+            return home is None or self.source[home.start_byte : home.start_byte + 2] != b"[["
         if node.type == "extglob_pattern" and b"(" in self.tree.text_bytes(node):
             # [[ x == +(...) ]]: bash reads the pattern to its matching ), quotes,
             # # and $( ) in it included, extglob on or off (review 44)
@@ -119,14 +140,16 @@ class AgreementCheck(CheckState):
         if node.type in ("word", "number"):
             unescaped = _ESCAPED.sub(b"", self.tree.text_bytes(node))
             return any(blank in unescaped for blank in (b" ", b"\t", b"\n"))
-        if node.type == "command":
-            # two arguments with nothing between them are one word to bash
-            # (tree-sitter splits /[\p]roc after the `[`: the fourteenth review)
-            words = node.named_children
+        if node.type not in _WORD_PARTS:
+            # two words with nothing between them are one word to bash
+            # (tree-sitter splits /[\p]roc after the `[`: the fourteenth
+            # review; <<"E"x the same way, where bash's delimiter is Ex and
+            # the body runs on past the line tree-sitter ends it at: review
+            # 48's F2; for-lists, arrays, declare, unset and redirect targets)
             return any(
                 a.end_byte == b.start_byte
-                for a, b in itertools.pairwise(words)
-                if self.tree.field(a) == "argument" and self.tree.field(b) == "argument"
+                for a, b in itertools.pairwise(node.children)
+                if a.type in _WORDS and b.type in _WORDS
             )
         return False
 
