@@ -394,7 +394,7 @@ def _refuse_secret_files_beside_values(
     name a secret's file by a fixed word: the value would choose how the
     file is printed (``grep -o {{ key }} npmrc.txt``, ``fold -w {{ w }}
     npmrc.txt``: review 24's K7)."""
-    from .shell.secret_reads import fixed_words_beside_values
+    from .shell.secret_reads import fixed_words_beside_values, recursive_reads_beside_values
 
     names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
     if not names or not values.sentinels:
@@ -406,6 +406,31 @@ def _refuse_secret_files_beside_values(
                 f"secret's file ({posixpath.basename(word)}); the value could choose how it "
                 "is printed: read the file in a command without values"
             )
+    directories = secret_directory_names(secret_files)
+    for folder in recursive_reads_beside_values(text, values.sentinels):
+        if folder is None or _may_hold_a_secret(folder, directories):
+            what = (
+                f"the folder {folder}"
+                if folder is not None
+                else "a folder named only at run time (or the files a list names)"
+            )
+            raise UnsafeTemplateError(
+                f"run command refused before it ran: a command that holds a value reads {what} "
+                "recursively, where a secret's file may be; the value could choose how it is "
+                "printed: name a folder that holds no secret file (grep -rn -- {{ q }} src/)"
+            )
+
+
+def _may_hold_a_secret(folder: str, directories: set[str]) -> bool:
+    """May ``folder`` (a fixed text, read recursively) hold a secret's file:
+    the working folder, one above it, an absolute path, a pattern, or a
+    folder named as one on a secret file's path?"""
+    path = posixpath.normpath(folder)
+    if path in (".", "..") or path.startswith(("/", "../", "~")):
+        return True
+    if any(c in path for c in "*?[{$"):
+        return True
+    return any(part in directories for part in path.split("/"))
 
 
 def secret_directory_names(secret_files: Collection[str]) -> set[str]:

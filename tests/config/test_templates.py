@@ -452,7 +452,14 @@ def test_a_value_may_not_name_a_secret_file_for_a_program_to_read(source, value)
 
 @pytest.mark.parametrize(
     ("run", "value"),
-    [("od -An -c {{ x.f }}", '{"f": ".netrc"}'), ("grep -rn {{ x.f }} .", '{"f": "-ohe."}')],
+    [
+        ("od -An -c {{ x.f }}", '{"f": ".netrc"}'),
+        ("grep -rn {{ x.f }} .", '{"f": "-ohe."}'),
+        # review 49: G3 (empty text before the value), G1 (glued to -rn), G2 (-r over .)
+        ('grep -rn ""{{ x.f }} .', '{"f": "-ohe."}'),
+        ("grep -rn{{ x.f }} -- TODO .", '{"f": "hoe."}'),
+        ("grep -rno -- {{ x.f }} .", '{"f": "."}'),
+    ],
 )
 def test_a_value_cannot_print_a_secret_file_through_the_installed_cli(
     tmp_path: Path, run: str, value: str
@@ -636,6 +643,46 @@ def test_a_value_may_not_choose_how_a_secret_file_is_printed(source, refused) ->
             render()
     else:
         render()
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        # review 49's G2: grep -r over the working folder, with a value's pattern
+        ("grep -rno -- {{ x.k }} .", True),
+        ("grep -Rn -- {{ x.k }}", True),  # no folder: the working one
+        ("grep -n --recursive -- {{ x.k }} ./", True),
+        ("command grep -r -- {{ x.k }} ..", True),
+        ("grep -r -- {{ x.k }} /w", True),
+        ("grep -r -- {{ x.k }} keys/", True),  # a folder on the secret's path
+        ('grep -r -- {{ x.k }} "$d"', True),
+        ("grep -r -- {{ x.k }} s*", True),
+        ('q={{ x.k }}\ngrep -rno -- "$q" .', True),
+        ("diff -r -W {{ x.k }} -y . other", True),
+        ("cp -r . /tmp/c | grep -o -- {{ x.k }}", True),
+        ("grep -rn -- {{ x.k }} src/", False),
+        ("grep -r --include=*.py -- {{ x.k }} src", False),
+        ("grep -n -- {{ x.k }} notes.txt", False),
+        ("cp -a src/. out/ && echo {{ x.k }}", False),
+    ],
+)
+def test_a_value_beside_a_recursive_reader_of_a_secret_files_folder_is_refused(
+    source, refused
+) -> None:
+    """Review 49's G2: ``grep -rno -- {{ q }} .`` with ``.`` printed a
+    ``secret_file:`` one character a line: the folder holds the file, and
+    the value chose how its text is printed."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    assert problems == [], problems
+    render = functools.partial(
+        template.render, {"x": Fields({"k": "."})}, secret_files={"/w/keys/npmrc.txt", ".netrc"}
+    )
+    if refused:
+        with pytest.raises(UnsafeTemplateError, match="recursively, where a secret's file may be"):
+            render()
+    else:
+        render()
+    template.render({"x": Fields({"k": "."})})  # no secret file: nothing to refuse
 
 
 def test_a_secret_file_path_may_not_come_from_an_input(tmp_path: Path) -> None:
@@ -949,3 +996,41 @@ def test_a_value_may_not_choose_a_file_in_home(home) -> None:
     assert not is_safe_destination(f"{home}/.jq")
     assert not is_safe_destination(f"{home}/.bashrc")
     assert is_safe_destination("out/.jq")
+
+
+@pytest.mark.parametrize(
+    ("source", "refused_at"),
+    [
+        # review 49's G3: text before the value that bash makes empty
+        ('grep -rn ""{{ x.q }} .', "render"),
+        ("grep -rn ''{{ x.q }} .", "render"),
+        ('e=; grep -rn "$e"{{ x.q }} .', "render"),
+        ("e=''; grep -rn \"$e\"{{ x.q }} .", "render"),
+        ('grep -rn "${e:-}"{{ x.q }} .', "validate"),
+        ('grep -rn "$(true)"{{ x.q }} .', "validate"),
+        # review 49's G1: the value glued to options adds its own letters
+        ("grep -rn{{ x.q }} -- TODO .", "validate"),
+        ("grep --re{{ x.q }} .", "validate"),
+        ('e=-rn; grep "$e"{{ x.q }} .', "validate"),
+        ("e='-rn'; grep \"$e\"{{ x.q }} .", "validate"),
+        # accepted: fixed text that is no option first, an option's own value after =
+        ("grep -rn x{{ x.q }} .", None),
+        ("grep -rn --regexp={{ x.q }} .", None),
+        ('d=/; od -An -c "$d"{{ x.q }}', None),
+        ("grep -rn -- ''{{ x.q }} .", None),
+    ],
+)
+def test_a_value_glued_to_an_option_or_after_empty_text_is_refused(source, refused_at) -> None:
+    """Review 49's G1 and G3: with ``-ohe.`` (or ``hoe.`` after ``-rn``)
+    grep printed a secret file one character a line, as in G5."""
+    template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
+    if refused_at == "validate":
+        assert template is None and any("[glued-option]" in p.message for p in problems), problems
+        return
+    assert problems == [], problems
+    if refused_at == "render":
+        with pytest.raises(UnsafeTemplateError, match="read as an option"):
+            template.render({"x": Fields({"q": "-ohe."})})
+    else:
+        template.render({"x": Fields({"q": "-ohe."})})
+    template.render({"x": Fields({"q": "TODO"})})

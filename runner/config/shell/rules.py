@@ -85,6 +85,13 @@ RULES: dict[str, tuple[str, str]] = {
         "after an option word the checker cannot read before the script runs",
         "write options as literal words",
     ),
+    "glued-option": (
+        "glued to an option without = (-rn{{ x }}, --re{{ x }}) or after text that may "
+        'be empty or start one ("$e"{{ x }}), before --: the value could add options '
+        "of its own",
+        "give the value a word of its own (head -n {{ x }}; an operand after --: grep -rn "
+        "-- {{ x }} .), or glue it to a long option with = (--regexp={{ x }})",
+    ),
     "redirect": (
         "the target of a redirection that can name a file descriptor",
         "use >, >>, < or <<< with a value",

@@ -10,6 +10,7 @@ that names a secret's file (``templates``).
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Collection
 from typing import Any
 
@@ -32,7 +33,6 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
     expands was assigned (``f=npmrc.txt``, ``for f in npmrc.txt``)."""
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
-    seen: set[int] = set()
     holds_value = False
     carrying, texts = _assigned(tree, sentinels)
 
@@ -47,24 +47,10 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
             elif part.type in ("simple_expansion", "expansion"):
                 found.extend(texts.get(_name(tree, part), ()))
 
-    for node in tree.nodes:
-        if node.type != "command":
-            continue
-        unit = node
-        parent = tree.parent(unit)
-        while parent is not None and parent.type in _UNITS:
-            unit, parent = parent, tree.parent(parent)
-        if unit.id in seen:
-            continue
-        seen.add(unit.id)
-        text = tree.text(unit)
-        if (
-            not any(sentinel in text for sentinel in sentinels)
-            and not _mentions(tree, unit) & carrying
-        ):
-            continue
+    for unit in _value_units(tree, sentinels, carrying):
         holds_value = True
         words_of(unit)
+        parent = tree.parent(unit)
         while parent is not None:  # the redirects of every statement around it
             if parent.type == "redirected_statement":
                 for redirect in parent.children:
@@ -79,6 +65,90 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
                     words_of(redirected)
                 words_of(node)
     return found
+
+
+#: Programs that read every file under the folders they are given (the
+#: working folder when none is): a value beside one chooses how a secret's
+#: file in there is printed (review 49's G2: ``grep -rno -- {{ q }} .``
+#: with ``.`` printed ``.netrc`` one character a line).
+_ALWAYS_RECURSIVE = frozenset({"rg", "ag", "ack", "ack-grep", "tar", "bsdtar", "zip", "cpio"})
+#: Programs that do when given a recursive option.
+_RECURSIVE_WITH_OPTION = frozenset({"grep", "egrep", "fgrep", "zgrep", "ugrep", "diff", "cp"})
+_RECURSIVE_OPTIONS = frozenset(
+    {"--recursive", "--dereference-recursive", "--directories=recurse", "--archive"}
+    | {"-drecurse", "recurse"}
+)
+#: Options that name a file listing the files to read (``sort
+#: --files0-from=list``): its names are not the command's words.
+_FILE_LISTS = ("--files0-from", "--files-from", "-T")
+
+
+def recursive_reads_beside_values(script: str, sentinels: Collection[str]) -> list[str | None]:
+    """The folders read recursively, and the files listed in a file, by a
+    command in a pipeline (or redirected command) that holds one of
+    ``sentinels`` or a variable assigned one: each folder's fixed text,
+    ``"."`` for a recursive reader given none, and None for a folder or a
+    list whose files are not known before the script runs."""
+    tree = Tree(script.encode("utf-8"))
+    carrying, _ = _assigned(tree, sentinels)
+    found: list[str | None] = []
+    for unit in _value_units(tree, sentinels, carrying):
+        for command in (n for n in tree.subtree(unit) if n.type == "command"):
+            words = [w for w in command.named_children if tree.field(w) != "redirect"]
+            texts = [tree.static(w) for w in words]
+            while texts and texts[0] in ("command", "builtin", "exec"):
+                words, texts = words[1:], texts[1:]
+            name = posixpath.basename(texts[0] or "") if texts else ""
+            arguments = [
+                (word, text if text is not None else UNQUOTED.sub("", tree.text(word)))
+                for word, text in zip(words[1:], texts[1:], strict=True)
+                if not (
+                    any(s in tree.text(word) for s in sentinels) or _mentions(tree, word) & carrying
+                )
+            ]  # the value's own words left out: judged with the value in
+            options = [t for w, t in arguments if t.startswith("-")]
+            if any(t.startswith(_FILE_LISTS) for t in options):
+                found.append(None)  # sort --files0-from=list: names no check reads
+            recursive = name in _ALWAYS_RECURSIVE or (
+                name in _RECURSIVE_WITH_OPTION
+                and any(_is_recursive_option(t, name) for t in options)
+            )
+            if not recursive:
+                continue
+            operands: list[str | None] = [
+                tree.static(w) for w, t in arguments if not t.startswith("-")
+            ]
+            found.extend(operands or ["."])
+    return found
+
+
+def _is_recursive_option(text: str, program: str) -> bool:
+    """Does ``text`` ask ``program`` to read folders recursively (``-r``,
+    ``-R``, in a cluster too: ``-rno``; ``cp -a``)?"""
+    if text in _RECURSIVE_OPTIONS:
+        return True
+    letters = "rRa" if program == "cp" else "rR"
+    return text[:1] == "-" and text[1:2] != "-" and any(c in letters for c in text[1:])
+
+
+def _value_units(tree: Tree, sentinels: Collection[str], carrying: set[str]) -> list[Any]:
+    """Each pipeline or redirected command (or plain command) that holds a
+    value or expands a variable assigned one, once."""
+    units: list[Any] = []
+    seen: set[int] = set()
+    for node in tree.nodes:
+        if node.type != "command":
+            continue
+        unit, parent = node, tree.parent(node)
+        while parent is not None and parent.type in _UNITS:
+            unit, parent = parent, tree.parent(parent)
+        if unit.id in seen:
+            continue
+        seen.add(unit.id)
+        text = tree.text(unit)
+        if any(s in text for s in sentinels) or _mentions(tree, unit) & carrying:
+            units.append(unit)
+    return units
 
 
 def _mentions(tree: Tree, node: Any) -> set[str]:

@@ -106,25 +106,65 @@ class SystemWritesCheck(ReceiverCheck, HeldTextCheck, PlantedNamesCheck):
         self.names_after_planting(plantings)
 
     def _note_option_words(self, arguments: list[Any]) -> None:
-        """The arguments before ``--`` that start with a value: the program
-        reads one that starts with ``-`` as an option (``grep -rn {{ q }} .``
-        with ``-ohe.`` printed a secret file one character a line)."""
+        """The arguments before ``--`` that may start with a value: the
+        program reads one that starts with ``-`` as an option (``grep -rn
+        {{ q }} .`` with ``-ohe.`` printed a secret file one character a
+        line), so the render checks the word, value in.  Text before the
+        value that may be empty (``""{{ q }}``, ``"$e"{{ q }}``) does not
+        change that; an option the value is glued to without ``=``
+        (``-rn{{ q }}``, ``--re{{ q }}``) lets the value add options of its
+        own and is refused here (review 49's G1 and G3)."""
         for word in arguments:
             if self.tree.static(word) == "--":
                 return
-            first = word
-            while first.type in ("concatenation", "string") and first.named_children:
-                first = first.named_children[0]
-            if self.source[word.start_byte : first.start_byte].strip(b'"'):
-                continue  # text before the value: -x{{ v }}, --opt={{ v }}
-            if self.sentinel_index(first) is not None or (
-                first.type in ("simple_expansion", "expansion") and self.carries(first)
+            before = self._text_before_value(word)
+            if before is None:
+                continue  # no value in this word
+            known = list(itertools.takewhile(lambda part: part is not None, before))
+            lead = "".join(p for p in known if p is not None)
+            if lead and not lead.startswith("-"):
+                continue  # fixed text that is no option starts the word: x{{ v }}
+            if len(known) < len(before):  # text known only at run time, first or after -...
+                if not (lead.startswith("-") and "=" in lead):
+                    self.refuse("glued-option", word, self.text(word)[:40])
+                continue
+            if lead:
+                if "=" not in lead:  # -rn{{ v }}, --re{{ v }}; --opt={{ v }} stays
+                    self.refuse("glued-option", word, self.text(word)[:40])
+                continue
+            name = self.sole_variable(word)
+            held = self.held(name) if name is not None else None
+            if held is not None and held.kind == "part":
+                self.value_option_sources.update(held.texts)  # read -r q <<< {{ x }}; grep "$q"
+            self.value_option_words.update(self.word_texts(word) or [])
+
+    def _text_before_value(self, word: Any) -> list[str | None] | None:
+        """The parts of ``word`` before its first value, each as bash reads
+        it (quotes removed) or None for text known only at run time; None
+        when the word holds no value."""
+        parts: list[str | None] = []
+
+        def reaches_value(node: Any) -> bool:
+            if self.sentinel_index(node) is not None or (
+                node.type in ("simple_expansion", "expansion") and self.carries(node)
             ):
-                name = self.sole_variable(word)
+                return True
+            if node.type in ("concatenation", "string"):
+                return any(reaches_value(c) for c in node.children if c.type != '"')
+            if node.type == "string_content":
+                parts.append(self.text(node))
+            elif node.type in ("simple_expansion", "expansion"):
+                # d=/; "$d"{{ p }}: a variable of one fixed text is that text
+                name = self.sole_variable(node)
                 held = self.held(name) if name is not None else None
-                if held is not None and held.kind == "part":
-                    self.value_option_sources.update(held.texts)  # read -r q <<< {{ x }}; grep "$q"
-                self.value_option_words.update(self.word_texts(word) or [])
+                exact = held is not None and held.kind == "exact" and len(held.texts) == 1
+                spelled = held.texts[0] if exact and held is not None else None
+                parts.append(None if spelled is None else UNQUOTED.sub("", spelled))
+            else:
+                parts.append(self.tree.static(node))
+            return False
+
+        return parts if reaches_value(word) else None
 
     def _may_plant(self, node: Any) -> bool:
         """Does the write at ``node`` put content or a mode in a file (a
