@@ -235,7 +235,7 @@ class Template:
         _refuse_system_destinations(words, destinations)
         _refuse_process_reads(words, reads, read_sources)
         _refuse_secret_file_reads(words, reads, read_sources, secret_files)
-        _refuse_secret_files_beside_values(text, values, secret_files)
+        _refuse_secret_files_beside_values(text, values, secret_files, self.tainted)
         for word in destinations:  # cd {{ d }} && rev *.txt (review 23's J2)
             refuse_secret_directory(words.literal(word), secret_files)
         _refuse_option_values(words, options, option_sources)
@@ -388,49 +388,34 @@ def _note_secret_copies(
 
 
 def _refuse_secret_files_beside_values(
-    text: str, values: Any, secret_files: Collection[str]
+    text: str, values: Any, secret_files: Collection[str], tainted: Collection[str] = ()
 ) -> None:
-    """A command that holds a value (with its pipeline and redirects) may not
-    name a secret's file by a fixed word: the value would choose how the
-    file is printed (``grep -o {{ key }} npmrc.txt``, ``fold -w {{ w }}
-    npmrc.txt``: review 24's K7)."""
-    from .shell.secret_reads import fixed_words_beside_values, recursive_reads_beside_values
+    """A command that holds a value or a templated ``env:`` value
+    (``tainted``), with its pipeline and redirects, may not name a secret's
+    file by a fixed word: the value would choose how the file is printed
+    (``grep -o {{ key }} npmrc.txt``, ``fold -w {{ w }} npmrc.txt``: review
+    24's K7); nor read folders recursively, or the files a list names,
+    while a secret's file exists (review 49's G2; any folder: a link may
+    lead anywhere, review 51's F2)."""
+    from .shell.secret_reads import fixed_words_beside_values, recursive_readers_beside_values
 
     names = {posixpath.basename(path.rstrip("/")) for path in secret_files} - {"", ".", ".."}
-    if not names or not values.sentinels:
+    if not names or not (values.sentinels or tainted):
         return
-    for word in fixed_words_beside_values(text, values.sentinels):
+    for word in fixed_words_beside_values(text, values.sentinels, tainted):
         if _names_one_of(word, names):
             raise UnsafeTemplateError(
                 "run command refused before it ran: a command that holds a value names a "
                 f"secret's file ({posixpath.basename(word)}); the value could choose how it "
                 "is printed: read the file in a command without values"
             )
-    directories = secret_directory_names(secret_files)
-    for folder in recursive_reads_beside_values(text, values.sentinels):
-        if folder is None or _may_hold_a_secret(folder, directories):
-            what = (
-                f"the folder {folder}"
-                if folder is not None
-                else "a folder named only at run time (or the files a list names)"
-            )
-            raise UnsafeTemplateError(
-                f"run command refused before it ran: a command that holds a value reads {what} "
-                "recursively, where a secret's file may be; the value could choose how it is "
-                "printed: name a folder that holds no secret file (grep -rn -- {{ q }} src/)"
-            )
-
-
-def _may_hold_a_secret(folder: str, directories: set[str]) -> bool:
-    """May ``folder`` (a fixed text, read recursively) hold a secret's file:
-    the working folder, one above it, an absolute path, a pattern, or a
-    folder named as one on a secret file's path?"""
-    path = posixpath.normpath(folder)
-    if path in (".", "..") or path.startswith(("/", "../", "~")):
-        return True
-    if any(c in path for c in "*?[{$"):
-        return True
-    return any(part in directories for part in path.split("/"))
+    for program in recursive_readers_beside_values(text, values.sentinels, tainted):
+        raise UnsafeTemplateError(
+            f"run command refused before it ran: a command that holds a value ({program}) "
+            "reads folders recursively, or the files a list names, while a secret's file "
+            "is in the sandbox; the value could choose how it is printed: name the files "
+            "(grep -n -- {{ q }} src/*.py), or run the search in a step without values"
+        )
 
 
 def secret_directory_names(secret_files: Collection[str]) -> set[str]:

@@ -626,6 +626,18 @@ def test_a_link_or_copy_of_a_secret_files_directory_or_of_proc_is_tracked() -> N
         ('f=npmrc.txt\nfold -w {{ x.k }} -- "$f"', True),
         ('for f in npmrc.txt; do fold -w {{ x.k }} -- "$f"; done', True),
         ("command exec 3< npmrc.txt\nfold -w {{ x.k }} <&3", True),
+        # review 51: the name after an expansion (F3), in braces (F4), and
+        # the file's text carried in a variable (F5)
+        ('fold -w {{ x.k }} "$PWD/npmrc.txt"', True),
+        ('fold -w {{ x.k }} -- "${PWD}"/npmrc.txt', True),
+        ("fold -w {{ x.k }} npm{rc,}.txt", True),
+        ("cat {npmrc.txt,} 2>/dev/null | fold -w {{ x.k }}", True),
+        ('read -r l < npmrc.txt; fold -w {{ x.k }} <<< "$l"', True),
+        ('l=$(cat npmrc.txt); fold -w {{ x.k }} <<< "$l"', True),
+        ('mapfile -t a < npmrc.txt; printf "%s\\n" "${a[@]}" | fold -w {{ x.k }}', True),
+        ('x=$(date); echo {{ x.k }} "$x"', False),
+        ('fold -w {{ x.k }} "$PWD/notes.txt"', False),
+        ('echo {{ x.k }} "$HOME"', False),
         ("cat npmrc.txt > /dev/null && echo {{ x.k }}", False),
         ('w={{ x.k }}\nfold -w 3 notes.txt; echo "$w"', False),
         ("fold -w {{ x.k }} notes.txt", False),
@@ -653,17 +665,23 @@ def test_a_value_may_not_choose_how_a_secret_file_is_printed(source, refused) ->
         ("grep -Rn -- {{ x.k }}", True),  # no folder: the working one
         ("grep -n --recursive -- {{ x.k }} ./", True),
         ("command grep -r -- {{ x.k }} ..", True),
-        ("grep -r -- {{ x.k }} /w", True),
-        ("grep -r -- {{ x.k }} keys/", True),  # a folder on the secret's path
-        ('grep -r -- {{ x.k }} "$d"', True),
-        ("grep -r -- {{ x.k }} s*", True),
         ('q={{ x.k }}\ngrep -rno -- "$q" .', True),
         ("diff -r -W {{ x.k }} -y . other", True),
         ("cp -r . /tmp/c | grep -o -- {{ x.k }}", True),
-        ("grep -rn -- {{ x.k }} src/", False),
-        ("grep -r --include=*.py -- {{ x.k }} src", False),
-        ("grep -n -- {{ x.k }} notes.txt", False),
-        ("cp -a src/. out/ && echo {{ x.k }}", False),
+        # review 51's F2: any folder, since a link may lead anywhere
+        ("ln -s . all && grep -rno -- {{ x.k }} all", True),
+        ("grep -rn -- {{ x.k }} src/", True),
+        # review 51's F1: abbreviations, -d ACTION, an action the value chooses
+        ("grep --recur -o -- {{ x.k }} .", True),
+        ("grep --deref -o -- {{ x.k }} .", True),
+        ("grep -d recurse -o -- {{ x.k }} .", True),
+        ("grep --dir=rec -o -- {{ x.k }} .", True),
+        ("grep -o -e {{ x.k }} -d {{ x.w }} < src/a.txt", True),
+        ("grep -o -e {{ x.k }} --directories={{ x.w }} < src/a.txt", True),
+        ("wc -c --files0-from=list | grep -o -- {{ x.k }}", True),
+        ("grep -n -- {{ x.k }} src/a.py", False),
+        ("grep -n --regexp={{ x.k }} src/a.py", False),
+        ("cp -- {{ x.k }} out/", False),
     ],
 )
 def test_a_value_beside_a_recursive_reader_of_a_secret_files_folder_is_refused(
@@ -671,18 +689,40 @@ def test_a_value_beside_a_recursive_reader_of_a_secret_files_folder_is_refused(
 ) -> None:
     """Review 49's G2: ``grep -rno -- {{ q }} .`` with ``.`` printed a
     ``secret_file:`` one character a line: the folder holds the file, and
-    the value chose how its text is printed."""
+    the value chose how its text is printed.  Any folder (review 51's F2:
+    a link to ``.``), and grep's every spelling of recursion (F1)."""
     template, problems = compile_template(source, shell=True, fields_by_name={"x": None})
     assert problems == [], problems
-    render = functools.partial(
-        template.render, {"x": Fields({"k": "."})}, secret_files={"/w/keys/npmrc.txt", ".netrc"}
-    )
+    values = {"x": Fields({"k": ".", "w": "recurse"})}
+    render = functools.partial(template.render, values, secret_files={"/w/keys/npmrc.txt"})
     if refused:
-        with pytest.raises(UnsafeTemplateError, match="recursively, where a secret's file may be"):
+        with pytest.raises(UnsafeTemplateError, match="reads folders recursively"):
             render()
     else:
         render()
-    template.render({"x": Fields({"k": "."})})  # no secret file: nothing to refuse
+    template.render(values)  # no secret file: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'grep -rno -e "$Q" .',  # review 51's F6: review 49's G2 through env:
+        'grep -o -e "$Q" -- npmrc.txt',  # K7 itself
+        'fold -w "$Q" -- npmrc.txt',
+    ],
+)
+def test_a_templated_env_value_may_not_choose_how_a_secret_file_is_printed(source) -> None:
+    """Review 51's F6: a step's templated ``env:`` value is a value for K7
+    and the recursive-reader rule too."""
+    template, problems = compile_template(
+        source, shell=True, fields_by_name={"x": None}, tainted_env=["Q"], exported_env=["Q"]
+    )
+    assert problems == [], problems
+    with pytest.raises(
+        UnsafeTemplateError, match="names a secret's file|reads folders recursively"
+    ):
+        template.render({}, env={"Q": "."}, secret_files={"/w/npmrc.txt"})
+    template.render({}, env={"Q": "."})  # no secret file: nothing to refuse
 
 
 def test_a_secret_file_path_may_not_come_from_an_input(tmp_path: Path) -> None:
@@ -798,7 +838,7 @@ def test_a_value_chosen_cwd_may_not_be_a_secret_files_directory(tmp_path: Path) 
         ('printf "%s\\n" {{ x.q }} | tee -- "$OUT"', {"OUT": "/etc/profile.d/z.sh"}, "system"),
         ('cd -- "$D" && od -An -c -- {{ x.q }}', {"D": "/dev"}, "cd goes"),
         ('od -An -c "/pr$D"{{ x.q }}', {"D": "oc/self/"}, "/proc"),
-        ('grep -rn "$D" . ; echo {{ x.q }}', {"D": "-ohe."}, "read as an option"),
+        ('grep -n "$D" notes.txt ; echo {{ x.q }}', {"D": "-ohe."}, "read as an option"),
         ('od -An -c "$D"; echo {{ x.q }}', {"D": "sub/.netrc"}, "secret_file"),
     ],
 )

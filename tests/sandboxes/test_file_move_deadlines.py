@@ -67,11 +67,12 @@ async def stopped_sandbox(session: agents.Session, kind: str, *, helper: bool = 
     return DEEP if helper and kind != "busybox" else "f"
 
 
-async def moves_stopped(move, attempts: int = 25) -> bool:
+async def moves_stopped(move, attempts: int = 200) -> bool:
     """Try ``move`` until the agent's loop stops it: True once one failed
     with the deadline's TimeoutError.  A move the loop misses takes
     milliseconds, so many attempts cost nothing; on a loaded 2-core machine
-    the loop gets little CPU and five were not always enough (CI, stop 37)."""
+    the loop gets little CPU: five were not always enough (CI, stop 37),
+    nor were 25 for a write through 30 links (a rehearsal, stop 45)."""
     for _ in range(attempts):
         try:
             await move()

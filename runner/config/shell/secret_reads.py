@@ -10,11 +10,13 @@ that names a secret's file (``templates``).
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from collections.abc import Collection
 from typing import Any
 
 from .proc_paths import UNQUOTED
+from .state import IDENTIFIER
 from .tree import Tree
 
 #: Nodes a value's command reaches through: its pipeline, its redirects.
@@ -23,29 +25,40 @@ _UNITS = frozenset({"pipeline", "redirected_statement"})
 _WORDS = frozenset({"word", "string", "raw_string", "concatenation", "number"})
 
 
-def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[str]:
-    """The fixed words (quotes removed; a glob as written) of each command of
-    ``script``, with its pipeline and redirects, that holds one of
-    ``sentinels`` or a variable assigned one (``w={{ x }}``, ``q="$w"``); of
-    the redirects around it (``{ fold -w {{ w }}; } < npmrc.txt``); of every
-    ``exec``'s, behind ``command`` or ``builtin`` too (``exec 3< npmrc.txt``,
-    then ``<&3``: reviews 40 and 43); and the texts a variable such a command
-    expands was assigned (``f=npmrc.txt``, ``for f in npmrc.txt``)."""
+def fixed_words_beside_values(
+    script: str, sentinels: Collection[str], tainted: Collection[str] = ()
+) -> list[str]:
+    """The fixed words (quotes removed; a glob as written, braces expanded)
+    of each command of ``script``, with its pipeline and redirects, that
+    holds one of ``sentinels`` or a variable assigned one (``w={{ x }}``,
+    ``q="$w"``) or a templated ``env:`` value (``tainted``: review 51's F6);
+    of the redirects around it (``{ fold -w {{ w }}; } < npmrc.txt``); of
+    every ``exec``'s, behind ``command`` or ``builtin`` too (``exec 3<
+    npmrc.txt``, then ``<&3``: reviews 40 and 43); the texts a variable
+    such a command expands was assigned (``f=npmrc.txt``, ``for f in
+    npmrc.txt``), and the words of what gave it its text (``read -r l <
+    npmrc.txt``, ``l=$(cat npmrc.txt)``: review 51's F5).  A word with an
+    expansion counts by its fixed text after the last one
+    (``"$PWD/npmrc.txt"``: F3).  (A name computed at run time reaches no
+    program beside a value: ``[computed-word]``.)"""
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
     holds_value = False
-    carrying, texts = _assigned(tree, sentinels)
+    carrying, texts = _assigned(tree, sentinels, tainted)
+    sources = _sources(tree)
+    followed: set[str] = set()
 
     def words_of(node: Any) -> None:
         for part in tree.subtree(node):
             if part.type in _WORDS and tree.parent(part).type not in _WORDS:
-                fixed = tree.static(part)
-                if fixed is None and "$" not in tree.text(part):
-                    fixed = UNQUOTED.sub("", tree.text(part))  # a glob: *.txt
-                if fixed is not None:
-                    found.append(fixed)
+                found.extend(_word_names(tree, part))
             elif part.type in ("simple_expansion", "expansion"):
-                found.extend(texts.get(_name(tree, part), ()))
+                name = _name(tree, part)
+                found.extend(texts.get(name, ()))
+                if name not in followed:
+                    followed.add(name)
+                    for source in sources.get(name, ()):
+                        words_of(source)
 
     for unit in _value_units(tree, sentinels, carrying):
         holds_value = True
@@ -67,68 +80,88 @@ def fixed_words_beside_values(script: str, sentinels: Collection[str]) -> list[s
     return found
 
 
+def _word_names(tree: Tree, word: Any) -> list[str]:
+    """The names one written word may give a program: its fixed text (a glob
+    as written), its braces expanded (``.net{rc,}``: review 51's F4); for a
+    word with expansions, the fixed text after the last one, by which a
+    file's last name is judged (``"$PWD"/.netrc``: F3)."""
+    from .copies import _braces
+
+    fixed = tree.static(word)
+    if fixed is not None:
+        return [fixed]
+    expansions = [
+        n
+        for n in tree.subtree(word)
+        if n.type in ("simple_expansion", "expansion", "command_substitution")
+    ]
+    if not expansions:
+        return [UNQUOTED.sub("", piece) for piece in _braces(tree.text(word))]
+    last = max(expansions, key=lambda n: n.end_byte)
+    tail = tree.source[last.end_byte : word.end_byte].decode("utf-8", "replace")
+    return [UNQUOTED.sub("", piece) for piece in _braces(tail)] if UNQUOTED.sub("", tail) else []
+
+
 #: Programs that read every file under the folders they are given (the
-#: working folder when none is): a value beside one chooses how a secret's
+#: working folder when none is): beside a value, one chooses how a secret's
 #: file in there is printed (review 49's G2: ``grep -rno -- {{ q }} .``
-#: with ``.`` printed ``.netrc`` one character a line).
+#: with ``.`` printed ``.netrc`` one character a line).  Which folder does
+#: not matter: a link may lead anywhere (review 51's F2: ``ln -s . all``).
 _ALWAYS_RECURSIVE = frozenset({"rg", "ag", "ack", "ack-grep", "tar", "bsdtar", "zip", "cpio"})
-#: Programs that do when given a recursive option.
-_RECURSIVE_WITH_OPTION = frozenset({"grep", "egrep", "fgrep", "zgrep", "ugrep", "diff", "cp"})
-_RECURSIVE_OPTIONS = frozenset(
-    {"--recursive", "--dereference-recursive", "--directories=recurse", "--archive"}
-    | {"-drecurse", "recurse"}
-)
+#: Programs that do when given a recursive option, and its short letters.
+_RECURSIVE_LETTERS = {
+    **dict.fromkeys(("grep", "egrep", "fgrep", "zgrep", "ugrep"), "rRd"),
+    "diff": "r",
+    "cp": "rRa",
+}
+#: Long options (any abbreviation of two letters or more: getopt_long takes
+#: ``--recur``; ``--dir=rec`` is ``--directories=recurse``: review 51's F1).
+_RECURSIVE_LONG = ("recursive", "dereference-recursive", "directories", "archive")
 #: Options that name a file listing the files to read (``sort
 #: --files0-from=list``): its names are not the command's words.
 _FILE_LISTS = ("--files0-from", "--files-from", "-T")
 
 
-def recursive_reads_beside_values(script: str, sentinels: Collection[str]) -> list[str | None]:
-    """The folders read recursively, and the files listed in a file, by a
-    command in a pipeline (or redirected command) that holds one of
-    ``sentinels`` or a variable assigned one: each folder's fixed text,
-    ``"."`` for a recursive reader given none, and None for a folder or a
-    list whose files are not known before the script runs."""
+def recursive_readers_beside_values(
+    script: str, sentinels: Collection[str], tainted: Collection[str] = ()
+) -> list[str]:
+    """The programs, in a pipeline (or redirected command) that holds one of
+    ``sentinels``, a variable assigned one or a templated ``env:`` value,
+    that read folders recursively or the files a list names."""
     tree = Tree(script.encode("utf-8"))
-    carrying, _ = _assigned(tree, sentinels)
-    found: list[str | None] = []
+    carrying, _ = _assigned(tree, sentinels, tainted)
+    found: list[str] = []
     for unit in _value_units(tree, sentinels, carrying):
         for command in (n for n in tree.subtree(unit) if n.type == "command"):
             words = [w for w in command.named_children if tree.field(w) != "redirect"]
-            texts = [tree.static(w) for w in words]
+            texts = [UNQUOTED.sub("", tree.text(w)) for w in words]
             while texts and texts[0] in ("command", "builtin", "exec"):
-                words, texts = words[1:], texts[1:]
-            name = posixpath.basename(texts[0] or "") if texts else ""
-            arguments = [
-                (word, text if text is not None else UNQUOTED.sub("", tree.text(word)))
-                for word, text in zip(words[1:], texts[1:], strict=True)
-                if not (
-                    any(s in tree.text(word) for s in sentinels) or _mentions(tree, word) & carrying
-                )
-            ]  # the value's own words left out: judged with the value in
-            options = [t for w, t in arguments if t.startswith("-")]
-            if any(t.startswith(_FILE_LISTS) for t in options):
-                found.append(None)  # sort --files0-from=list: names no check reads
-            recursive = name in _ALWAYS_RECURSIVE or (
-                name in _RECURSIVE_WITH_OPTION
-                and any(_is_recursive_option(t, name) for t in options)
-            )
-            if not recursive:
+                texts = texts[1:]
+            if not texts:
                 continue
-            operands: list[str | None] = [
-                tree.static(w) for w, t in arguments if not t.startswith("-")
+            name = posixpath.basename(texts[0])
+            options = [
+                t for t in itertools.takewhile(lambda t: t != "--", texts[1:]) if t[:1] == "-"
             ]
-            found.extend(operands or ["."])
+            lists = [t for t in options if t.startswith(_FILE_LISTS)]
+            if lists:
+                found.append(f"{name} {lists[0]}")
+            elif name in _ALWAYS_RECURSIVE or (
+                name in _RECURSIVE_LETTERS
+                and any(_is_recursive_option(t, _RECURSIVE_LETTERS[name]) for t in options)
+            ):
+                found.append(name)
     return found
 
 
-def _is_recursive_option(text: str, program: str) -> bool:
-    """Does ``text`` ask ``program`` to read folders recursively (``-r``,
-    ``-R``, in a cluster too: ``-rno``; ``cp -a``)?"""
-    if text in _RECURSIVE_OPTIONS:
-        return True
-    letters = "rRa" if program == "cp" else "rR"
-    return text[:1] == "-" and text[1:2] != "-" and any(c in letters for c in text[1:])
+def _is_recursive_option(text: str, letters: str) -> bool:
+    """Does ``text`` ask to read folders recursively: a short option in
+    ``letters`` (in a cluster too: ``-rno``; ``-d ACTION``), or an
+    abbreviation of a recursive long option?"""
+    if text.startswith("--"):
+        name = text[2:].split("=", 1)[0]
+        return len(name) >= 2 and any(long.startswith(name) for long in _RECURSIVE_LONG)
+    return any(c in letters for c in text[1:])
 
 
 def _value_units(tree: Tree, sentinels: Collection[str], carrying: set[str]) -> list[Any]:
@@ -177,10 +210,43 @@ def _is_exec(tree: Tree, command: Any) -> bool:
     return bool(words) and words[0] == "exec"
 
 
-def _assigned(tree: Tree, sentinels: Collection[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """The variables assigned a value (or another such variable), and the
-    fixed texts each variable is assigned (``f=npmrc.txt``, ``for f in a b``)."""
-    carrying: set[str] = set()
+def _sources(tree: Tree) -> dict[str, list[Any]]:
+    """What gives each variable its text: an assignment's value, a ``for``
+    loop's words, and the pipeline or redirected command of a ``read``,
+    ``mapfile`` or ``readarray`` that sets it (``read -r l < npmrc.txt``)."""
+    found: dict[str, list[Any]] = {}
+    for node in tree.nodes:
+        if node.type == "variable_assignment":
+            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+            if name is not None and value is not None:
+                found.setdefault(tree.text(name), []).append(value)
+        elif node.type == "for_statement":
+            variable = node.child_by_field_name("variable")
+            if variable is not None:
+                found.setdefault(tree.text(variable), []).extend(
+                    node.children_by_field_name("value")
+                )
+        elif node.type == "command":
+            words = [tree.static(w) for w in node.named_children]
+            if not words or words[0] not in ("read", "mapfile", "readarray"):
+                continue
+            names = [w for w in words[1:] if w is not None and IDENTIFIER.fullmatch(w)]
+            default = "REPLY" if words[0] == "read" else "MAPFILE"
+            unit, parent = node, tree.parent(node)
+            while parent is not None and parent.type in _UNITS | {"while_statement", "do_group"}:
+                unit, parent = parent, tree.parent(parent)
+            for name in [*names, default]:
+                found.setdefault(name, []).append(unit)
+    return found
+
+
+def _assigned(
+    tree: Tree, sentinels: Collection[str], tainted: Collection[str] = ()
+) -> tuple[set[str], dict[str, list[str]]]:
+    """The variables assigned a value (or another such variable; a templated
+    ``env:`` value's own name is one), and the fixed texts each variable is
+    assigned (``f=npmrc.txt``, ``for f in a b``)."""
+    carrying: set[str] = set(tainted)
     texts: dict[str, list[str]] = {}
     pairs: list[tuple[str, Any]] = []
     for node in tree.nodes:
