@@ -256,6 +256,16 @@ FLOWS = [
     ("review48", ': <<"E"x\nE\necho "\nEx\necho " {{ x.prompt }} "\n#"', ()),
     ("review48", ': <<\'E\'x\nE\necho "\nEx\necho " {{ x.prompt }} "\n#"', ()),
     ("review48", ': <<"E"1\nE\necho "\nE1\necho " {{ x.prompt }} "\n#"', ()),
+    # review 50: a line ends [ ] for bash; [[-n is a word, not [[; <( in
+    # [[ ]], a ${ } pattern or =~ is a process to bash; words after a
+    # heredoc's start with no command before are bash's command
+    ("review50", "[ a = b -o\neval = {{ x.hook }} ]", ()),
+    ("review50", '[[-n "$CI" || tee <<true ]]\necho {{ x.prompt }}\ntrue', ()),
+    ("review50", "printf '%s\\n' {{ x.cmd }} > ']]'\n[[-n \"$CI\" || sh ]]", ()),
+    ("review50", "echo {{ x.cmd }} | [[ -n x<(sh) ]]", ()),
+    ("review50", 'x=1; echo {{ x.cmd }} | echo "${x%<(sh)}"', ()),
+    ("review50", 'printf "%s\\n" {{ x.cmd }} | [[ a =~ x<(sh) ]]', ()),
+    ("review50", "printf '%s\\n' {{ x.cmd }} > f\n2>/dev/null <<E sh f\nE", ()),
     ("review5-listed", "echo {{ x.python }} > f.py; pydoc3 ./f.py", ()),
     # the tenth review: a name the process exports already (TERM) and a
     # shell find starts; printenv reads an env: value back untainted; $(cat)

@@ -749,6 +749,13 @@ class Gen:
                 f"echo == x;cat<<true;: ]\necho {self.ph()}\ntrue",
                 f": <<{quote[-1]}E{quote[-1]}{self.r.choice(['x', '1', '_', '$x'])}\nE\n"
                 f'echo "\nEx\necho " {self.ph()} "\n#"',
+                # review 50: a line in [ ], a glued [[, <( where tree-sitter
+                # sees none, words after a lone heredoc
+                f"[ a = b -o\neval = {self.ph()} ]",
+                f'[[-n "$CI" || tee <<true ]]\necho {self.ph()}\ntrue',
+                f"echo {self.ph()} | [[ -n x<(sh) ]]",
+                f'x=1; echo {self.ph()} | echo "${{x%<(sh)}}"',
+                f"printf '%s\\n' {self.ph()} > f\n2>/dev/null <<E sh f\nE",
             ]
         )
 

@@ -105,20 +105,38 @@ class AgreementCheck(CheckState):
         if node.type in ("simple_expansion", "expansion"):
             # $<newline>eval is $eval to tree-sitter, a lone $ to bash (review 42)
             return self.source[node.start_byte + 1 : node.start_byte + 2] in (b" ", b"\t", b"\n")
+        if node.type == "test_command" and self.bracket_glued(node):
+            return True  # [[-n x || sh ]]: bash's command [[-n, not a test (review 50)
         if (
             node.type == "test_command"
             and self.source[node.start_byte : node.start_byte + 2] != b"[["
         ):
             # [ is a command to bash: | && < << ... in it are the shell's, not
-            # test operators (review 42: "[ a | sh ]", "[ a << x ]")
+            # test operators (review 42: "[ a | sh ]", "[ a << x ]"), and a
+            # line ends it ("[ a = b -o<newline>eval = {{ x }} ]": review 50)
             stack = list(node.children)
+            leaves = []
             while stack:
                 part = stack.pop()
                 if not part.is_named and self.text(part) in _SHELL_OPERATORS:
                     return True
-                if part.type not in _NESTED:  # $( ... ) is judged as a script of its own
+                if part.type in _NESTED or not part.children:
+                    leaves.append(part)
+                else:  # $( ... ) is judged as a script of its own
                     stack.extend(part.children)
-            return False
+            leaves.sort(key=lambda leaf: leaf.start_byte)
+            return any(
+                b"\n" in self.source[a.end_byte : b.start_byte]
+                for a, b in itertools.pairwise(leaves)
+            )
+        if not node.is_named and node.type in ("<", ">"):
+            # [[ -n x<(sh) ]]: bash substitutes a process where tree-sitter
+            # reads a comparison and a group (review 50)
+            return self.source[node.end_byte : node.end_byte + 1] == b"("
+        if node.type == "heredoc_redirect":
+            # 2>/dev/null <<E sh f: bash runs sh f; tree-sitter files the
+            # words under the heredoc (review 50)
+            return any(c.type in _WORDS and c.type != "heredoc_start" for c in node.children)
         if node.type == "regex":
             # outside [[ ]], tree-sitter reads a "pattern" after == or =~ over
             # blanks, ; | && << and lines up to a ]; bash has no pattern there
@@ -152,6 +170,16 @@ class AgreementCheck(CheckState):
                 if a.type in _WORDS and b.type in _WORDS
             )
         return False
+
+    def bracket_glued(self, test: Any) -> bool:
+        """Is the opening ``[``/``[[`` of ``test`` glued to the next word, or
+        its closing ``]``/``]]`` to the word before (bash reads one word)?"""
+        first, last = test.children[0], test.children[-1]
+        after = self.source[first.end_byte : first.end_byte + 1]
+        before = self.source[last.start_byte - 1 : last.start_byte]
+        return after not in (b" ", b"\t", b"\n") or (
+            last.type in ("]", "]]") and before not in (b" ", b"\t", b"\n")
+        )
 
     def stray_quote(self) -> Any:
         """A leaf outside quotes, comments and heredoc bodies that holds a
@@ -196,7 +224,7 @@ class AgreementCheck(CheckState):
     def unparsed_expansion(self) -> Any:
         """Text tree-sitter keeps as a leaf where bash expands: a ``${x%PAT}``
         or ``=~`` pattern (``regex``) or a ``${x:-WORD}`` operand holding
-        ``$( )``, backticks, ``$[`` or ``${``; single quotes inside a
+        ``$( )``, backticks, ``$[``, ``${`` or ``<(``; single quotes inside a
         ``${ }`` (in ``"${x:-'$(cmd)'}"`` bash does not read them as quotes);
         and ``$[`` (old arithmetic) wherever bash reads it.  The first such
         node, or None."""
@@ -208,7 +236,7 @@ class AgreementCheck(CheckState):
             if kind != "regex" and tree.inside(node, ("expansion",)) is None:
                 continue
             text = self.text(node)
-            markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${")
+            markers = ("$", "`") if kind == "raw_string" else ("$(", "`", "$[", "${", "<(", ">(")
             if any(marker in text for marker in markers):
                 return node
             escaped_slash = (
