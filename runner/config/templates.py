@@ -404,10 +404,12 @@ def _refuse_secret_files_beside_values(
         return
     for word in fixed_words_beside_values(text, values.sentinels, tainted):
         if _names_one_of(word, names):
+            shown = "a name built when it runs" if word == "*" else posixpath.basename(word)
             raise UnsafeTemplateError(
                 "run command refused before it ran: a command that holds a value names a "
-                f"secret's file ({posixpath.basename(word)}); the value could choose how it "
-                "is printed: read the file in a command without values"
+                f"secret's file ({shown}); the value could choose how it "
+                "is printed: read the file in a command without values, or name files "
+                "by fixed words while a secret's file is in the sandbox"
             )
     for program in recursive_readers_beside_values(text, values.sentinels, tainted):
         raise UnsafeTemplateError(

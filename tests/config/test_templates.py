@@ -635,6 +635,13 @@ def test_a_link_or_copy_of_a_secret_files_directory_or_of_proc_is_tracked() -> N
         ('read -r l < npmrc.txt; fold -w {{ x.k }} <<< "$l"', True),
         ('l=$(cat npmrc.txt); fold -w {{ x.k }} <<< "$l"', True),
         ('mapfile -t a < npmrc.txt; printf "%s\\n" "${a[@]}" | fold -w {{ x.k }}', True),
+        # review 52: a name a program opens that the script builds at run time
+        ('f=npm; g=rc.txt; fold -w {{ x.k }} "$f$g"', True),
+        ('f=npm; fold -w {{ x.k }} -- "${f}rc.txt"', True),
+        ('f=xnpmrc.txt; fold -w {{ x.k }} "${f#x}"', True),
+        ('f=NPMRC.TXT; fold -w {{ x.k }} "${f,,}"', True),
+        ('fold -w {{ x.k }} "$F"', True),  # a plain env: value
+        ('fold -w {{ x.k }} < "$F"', True),
         ('x=$(date); echo {{ x.k }} "$x"', False),
         ('fold -w {{ x.k }} "$PWD/notes.txt"', False),
         ('echo {{ x.k }} "$HOME"', False),

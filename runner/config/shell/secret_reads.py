@@ -16,6 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 from .proc_paths import UNQUOTED
+from .rules import BUILTINS
 from .state import IDENTIFIER
 from .tree import Tree
 
@@ -39,8 +40,8 @@ def fixed_words_beside_values(
     npmrc.txt``), and the words of what gave it its text (``read -r l <
     npmrc.txt``, ``l=$(cat npmrc.txt)``: review 51's F5).  A word with an
     expansion counts by its fixed text after the last one
-    (``"$PWD/npmrc.txt"``: F3).  (A name computed at run time reaches no
-    program beside a value: ``[computed-word]``.)"""
+    (``"$PWD/npmrc.txt"``: F3), and a name a program or redirect opens that
+    the script builds at run time counts as ``*``, any file (review 52)."""
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
     holds_value = False
@@ -48,10 +49,36 @@ def fixed_words_beside_values(
     sources = _sources(tree)
     followed: set[str] = set()
 
+    def built_name(word: Any) -> bool:
+        """Is ``word`` a name a program or a redirect opens (not a builtin's
+        word, not a value's) whose text a variable or a substitution builds
+        when the script runs (``"$f$g"``, ``"${f#x}"``, an ``env:`` value's
+        ``"$F"``: review 52)?"""
+        parent = tree.parent(word)
+        opener = parent.type == "file_redirect" or (
+            parent.type == "command"
+            and tree.field(word) == "argument"
+            and _program(tree, parent) not in BUILTINS
+        )
+        built = [n for n in tree.subtree(word) if n.type in _BUILT]
+        if not opener or not built:
+            return False
+        last = max(built, key=lambda n: n.end_byte)
+        tail = UNQUOTED.sub(
+            "", tree.source[last.end_byte : word.end_byte].decode("utf-8", "replace")
+        )
+        if "/" in tail and tail.rsplit("/", 1)[1]:
+            return False  # "$PWD/notes.txt": its last name is fixed, and judged as such
+        return not any(s in tree.text(word) for s in sentinels) and not (
+            _mentions(tree, word) & carrying
+        )
+
     def words_of(node: Any) -> None:
         for part in tree.subtree(node):
             if part.type in _WORDS and tree.parent(part).type not in _WORDS:
                 found.extend(_word_names(tree, part))
+                if built_name(part):
+                    found.append("*")
             elif part.type in ("simple_expansion", "expansion"):
                 name = _name(tree, part)
                 found.extend(texts.get(name, ()))
@@ -199,6 +226,21 @@ def _name(tree: Tree, expansion: Any) -> str:
         if part.type == "variable_name":
             return tree.text(part)
     return ""
+
+
+#: Nodes whose text is known only when the script runs.
+_BUILT = frozenset(
+    {"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"}
+)
+
+
+def _program(tree: Tree, command: Any) -> str:
+    """The program ``command`` runs (its name's last part; after ``command``
+    or ``builtin``), or ``""`` when its name is not fixed."""
+    words = [tree.static(w) for w in command.named_children if tree.field(w) != "redirect"]
+    while words and words[0] in ("command", "builtin"):
+        words = words[1:]
+    return posixpath.basename(words[0]) if words and words[0] else ""
 
 
 def _is_exec(tree: Tree, command: Any) -> bool:
