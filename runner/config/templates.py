@@ -411,9 +411,10 @@ def _refuse_secret_files_beside_values(
                 "is printed: read the file in a command without values, or name files "
                 "by fixed words while a secret's file is in the sandbox"
             )
-    for program in recursive_readers_beside_values(text, values.sentinels, tainted):
+    readers = recursive_readers_beside_values(text, values.sentinels, tainted)
+    if readers:
         raise UnsafeTemplateError(
-            f"run command refused before it ran: a command that holds a value ({program}) "
+            f"run command refused before it ran: a command that holds a value ({readers[0]}) "
             "reads folders recursively, or the files a list names, while a secret's file "
             "is in the sandbox; the value could choose how it is printed: name the files "
             "(grep -n -- {{ q }} src/*.py), or run the search in a step without values"

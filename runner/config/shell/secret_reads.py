@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Collection
 from typing import Any
 
+from .copies import _braces
 from .proc_paths import UNQUOTED
 from .rules import BUILTINS
 from .state import IDENTIFIER
@@ -45,8 +46,9 @@ def fixed_words_beside_values(
     tree = Tree(script.encode("utf-8"))
     found: list[str] = []
     holds_value = False
-    carrying, texts = _assigned(tree, sentinels, tainted)
-    sources = _sources(tree)
+    pairs = _assignments(tree)
+    carrying, texts = _assigned(tree, pairs, sentinels, tainted)
+    sources = _sources(tree, pairs)
     followed: set[str] = set()
 
     def built_name(word: Any) -> bool:
@@ -60,13 +62,10 @@ def fixed_words_beside_values(
             and tree.field(word) == "argument"
             and _program(tree, parent) not in BUILTINS
         )
-        built = [n for n in tree.subtree(word) if n.type in _BUILT]
-        if not opener or not built:
+        tail = _tail(tree, word)
+        if not opener or tail is None:
             return False
-        last = max(built, key=lambda n: n.end_byte)
-        tail = UNQUOTED.sub(
-            "", tree.source[last.end_byte : word.end_byte].decode("utf-8", "replace")
-        )
+        tail = UNQUOTED.sub("", tail)
         if "/" in tail and tail.rsplit("/", 1)[1]:
             return False  # "$PWD/notes.txt": its last name is fixed, and judged as such
         return not any(s in tree.text(word) for s in sentinels) and not (
@@ -112,21 +111,22 @@ def _word_names(tree: Tree, word: Any) -> list[str]:
     as written), its braces expanded (``.net{rc,}``: review 51's F4); for a
     word with expansions, the fixed text after the last one, by which a
     file's last name is judged (``"$PWD"/.netrc``: F3)."""
-    from .copies import _braces
-
     fixed = tree.static(word)
     if fixed is not None:
         return [fixed]
-    expansions = [
-        n
-        for n in tree.subtree(word)
-        if n.type in ("simple_expansion", "expansion", "command_substitution")
-    ]
-    if not expansions:
-        return [UNQUOTED.sub("", piece) for piece in _braces(tree.text(word))]
-    last = max(expansions, key=lambda n: n.end_byte)
-    tail = tree.source[last.end_byte : word.end_byte].decode("utf-8", "replace")
-    return [UNQUOTED.sub("", piece) for piece in _braces(tail)] if UNQUOTED.sub("", tail) else []
+    tail = _tail(tree, word)
+    text = tree.text(word) if tail is None else tail
+    return [UNQUOTED.sub("", piece) for piece in _braces(text)] if UNQUOTED.sub("", text) else []
+
+
+def _tail(tree: Tree, word: Any) -> str | None:
+    """The text of ``word`` after its last part known only at run time (an
+    expansion, a substitution), as written; None when it has none."""
+    built = [n for n in tree.subtree(word) if n.type in _BUILT]
+    if not built:
+        return None
+    last = max(built, key=lambda n: n.end_byte)
+    return tree.source[last.end_byte : word.end_byte].decode("utf-8", "replace")
 
 
 #: Programs that read every file under the folders they are given (the
@@ -156,20 +156,17 @@ def recursive_readers_beside_values(
     ``sentinels``, a variable assigned one or a templated ``env:`` value,
     that read folders recursively or the files a list names."""
     tree = Tree(script.encode("utf-8"))
-    carrying, _ = _assigned(tree, sentinels, tainted)
+    carrying, _ = _assigned(tree, _assignments(tree), sentinels, tainted)
     found: list[str] = []
     for unit in _value_units(tree, sentinels, carrying):
         for command in (n for n in tree.subtree(unit) if n.type == "command"):
-            words = [w for w in command.named_children if tree.field(w) != "redirect"]
-            texts = [UNQUOTED.sub("", tree.text(w)) for w in words]
-            while texts and texts[0] in ("command", "builtin", "exec"):
-                texts = texts[1:]
-            if not texts:
-                continue
-            name = posixpath.basename(texts[0])
-            options = [
-                t for t in itertools.takewhile(lambda t: t != "--", texts[1:]) if t[:1] == "-"
+            name = _program(tree, command)
+            texts = [
+                UNQUOTED.sub("", tree.text(w))
+                for w in command.named_children
+                if tree.field(w) == "argument"
             ]
+            options = [t for t in itertools.takewhile(lambda t: t != "--", texts) if t[:1] == "-"]
             lists = [t for t in options if t.startswith(_FILE_LISTS)]
             if lists:
                 found.append(f"{name} {lists[0]}")
@@ -235,10 +232,10 @@ _BUILT = frozenset(
 
 
 def _program(tree: Tree, command: Any) -> str:
-    """The program ``command`` runs (its name's last part; after ``command``
-    or ``builtin``), or ``""`` when its name is not fixed."""
+    """The program ``command`` runs (its name's last part; after ``command``,
+    ``builtin`` or ``exec``), or ``""`` when its name is not fixed."""
     words = [tree.static(w) for w in command.named_children if tree.field(w) != "redirect"]
-    while words and words[0] in ("command", "builtin"):
+    while words and words[0] in ("command", "builtin", "exec"):
         words = words[1:]
     return posixpath.basename(words[0]) if words and words[0] else ""
 
@@ -252,23 +249,31 @@ def _is_exec(tree: Tree, command: Any) -> bool:
     return bool(words) and words[0] == "exec"
 
 
-def _sources(tree: Tree) -> dict[str, list[Any]]:
-    """What gives each variable its text: an assignment's value, a ``for``
-    loop's words, and the pipeline or redirected command of a ``read``,
-    ``mapfile`` or ``readarray`` that sets it (``read -r l < npmrc.txt``)."""
-    found: dict[str, list[Any]] = {}
+def _assignments(tree: Tree) -> list[tuple[str, Any]]:
+    """Each (name, value node) an assignment or a ``for`` loop's word gives."""
+    pairs: list[tuple[str, Any]] = []
     for node in tree.nodes:
         if node.type == "variable_assignment":
             name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
             if name is not None and value is not None:
-                found.setdefault(tree.text(name), []).append(value)
+                pairs.append((tree.text(name), value))
         elif node.type == "for_statement":
             variable = node.child_by_field_name("variable")
-            if variable is not None:
-                found.setdefault(tree.text(variable), []).extend(
-                    node.children_by_field_name("value")
-                )
-        elif node.type == "command":
+            for value in node.children_by_field_name("value"):
+                if variable is not None:
+                    pairs.append((tree.text(variable), value))
+    return pairs
+
+
+def _sources(tree: Tree, pairs: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    """What gives each variable its text: its ``pairs`` (assignments, ``for``
+    words), and the pipeline or redirected command of a ``read``,
+    ``mapfile`` or ``readarray`` that sets it (``read -r l < npmrc.txt``)."""
+    found: dict[str, list[Any]] = {}
+    for name, value in pairs:
+        found.setdefault(name, []).append(value)
+    for node in tree.nodes:
+        if node.type == "command":
             words = [tree.static(w) for w in node.named_children]
             if not words or words[0] not in ("read", "mapfile", "readarray"):
                 continue
@@ -283,24 +288,16 @@ def _sources(tree: Tree) -> dict[str, list[Any]]:
 
 
 def _assigned(
-    tree: Tree, sentinels: Collection[str], tainted: Collection[str] = ()
+    tree: Tree,
+    pairs: list[tuple[str, Any]],
+    sentinels: Collection[str],
+    tainted: Collection[str] = (),
 ) -> tuple[set[str], dict[str, list[str]]]:
-    """The variables assigned a value (or another such variable; a templated
-    ``env:`` value's own name is one), and the fixed texts each variable is
-    assigned (``f=npmrc.txt``, ``for f in a b``)."""
+    """The variables of ``pairs`` assigned a value (or another such
+    variable; a templated ``env:`` value's own name is one), and the fixed
+    texts each is assigned (``f=npmrc.txt``, ``for f in a b``)."""
     carrying: set[str] = set(tainted)
     texts: dict[str, list[str]] = {}
-    pairs: list[tuple[str, Any]] = []
-    for node in tree.nodes:
-        if node.type == "variable_assignment":
-            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
-            if name is not None and value is not None:
-                pairs.append((tree.text(name), value))
-        elif node.type == "for_statement":
-            variable = node.child_by_field_name("variable")
-            for value in node.children_by_field_name("value"):
-                if variable is not None:
-                    pairs.append((tree.text(variable), value))
     for name, value in pairs:
         fixed = tree.static(value)
         if fixed is not None:
